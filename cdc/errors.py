@@ -1,0 +1,49 @@
+"""The one error type for bad change-event input, naming the field and the record's origin."""
+
+from __future__ import annotations
+
+
+class ChangeEventError(ValueError):
+    """A change event could not be decoded or is not a valid event.
+
+    ``field`` is a dotted path inside the record (``payload.after.price``), and the origin
+    (``topic``/``partition``/``offset``) is filled in when the record came from a stream.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        field: str | None = None,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.field = field
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = []
+        if self.topic is not None:
+            where.append(f"topic {self.topic}")
+        if self.partition is not None:
+            where.append(f"partition {self.partition}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        at = f" at {', '.join(where)}" if where else ""
+        fld = f" (field {self.field})" if self.field else ""
+        return f"{self.reason}{fld}{at}"
+
+    def at(self, topic: str, partition: int, offset: int) -> ChangeEventError:
+        """Return this error with the stream origin filled in."""
+        return ChangeEventError(
+            self.reason, field=self.field, topic=topic, partition=partition, offset=offset
+        )
+
+
+class SetupError(RuntimeError):
+    """A local component (Java, Maven, the broker, Spark) cannot start; the message says the fix."""

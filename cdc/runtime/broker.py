@@ -1,0 +1,180 @@
+"""A single-node Apache Kafka broker (KRaft, combined broker+controller) on 127.0.0.1.
+
+The broker's jars come from :mod:`cdc.runtime.jars`; its storage is formatted on first start, its
+log goes to ``<data_dir>/broker.log``. Used by ``replicator broker`` and the test suite.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+from cdc.errors import SetupError
+from cdc.runtime import jars
+
+_SERVER_PROPERTIES = """\
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:{controller_port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs={log_dir}
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+log.cleaner.backoff.ms=1000
+"""
+
+_LOG4J2 = """\
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = file
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class LocalKafkaBroker:
+    """Starts and stops one KRaft broker; ``bootstrap_servers`` is valid after :meth:`start`."""
+
+    def __init__(
+        self, data_dir: Path, port: int = 0, controller_port: int = 0, heap: str = "768m"
+    ) -> None:
+        self.data_dir = data_dir.resolve()
+        self.port = port
+        self.controller_port = controller_port
+        self.heap = heap
+        self.log_file = self.data_dir / "broker.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 90.0) -> str:
+        """Format storage if new, start the broker, and wait until it serves clients."""
+        java = jars.java_executable()
+        classpath = os.pathsep.join(str(j) for j in jars.resolve("kafka-broker"))
+        for name in ("port", "controller_port"):
+            wanted = getattr(self, name)
+            if wanted and _port_in_use(wanted):
+                raise SetupError(
+                    f"port {wanted} on 127.0.0.1 is already in use: stop what holds it "
+                    "or choose another (0 picks a free port)"
+                )
+        self.port = self.port or free_port()
+        self.controller_port = self.controller_port or free_port()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        props, log4j = self.data_dir / "server.properties", self.data_dir / "log4j2.properties"
+        log_dir = self.data_dir / "kraft-logs"
+        props.write_text(
+            _SERVER_PROPERTIES.format(
+                port=self.port, controller_port=self.controller_port, log_dir=log_dir
+            )
+        )
+        log4j.write_text(_LOG4J2.format(log_file=self.log_file))
+        jvm = [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
+        if not (log_dir / "meta.properties").exists():
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            fmt = subprocess.run(
+                [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props)],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if fmt.returncode != 0:
+                raise SetupError(f"formatting Kafka storage in {log_dir} failed: {fmt.stderr[-300:]}")
+        started_at = self.log_file.stat().st_size if self.log_file.exists() else 0
+        stdout = (self.data_dir / "broker.stdout").open("ab")
+        self._process = subprocess.Popen(
+            [*jvm, "kafka.Kafka", str(props)], stdout=stdout, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        self._wait_ready(started_at, timeout_s)
+        return self.bootstrap_servers
+
+    def _wait_ready(self, log_offset: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise SetupError(
+                    f"the Kafka broker exited during start ({self._last_error(log_offset)}); "
+                    f"full log: {self.log_file}"
+                )
+            if self._log_since(log_offset).find("Kafka Server started") >= 0 and _port_in_use(
+                self.port
+            ):
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise SetupError(f"the Kafka broker did not start within {timeout_s:.0f}s; log: {self.log_file}")
+
+    def _log_since(self, offset: int) -> str:
+        if not self.log_file.exists():
+            return ""
+        with self.log_file.open("rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+
+    def _last_error(self, offset: int) -> str:
+        lines = self._log_since(offset).splitlines()
+        stdout = self.data_dir / "broker.stdout"
+        if stdout.exists():
+            lines += stdout.read_text(errors="replace").splitlines()[-20:]
+        errors = [ln for ln in lines if " ERROR " in ln or "Exception" in ln]
+        return (errors[0] if errors else (lines[-1] if lines else "no output"))[:300]
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after ``timeout_s``)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def __enter__(self) -> LocalKafkaBroker:
+        self.start()
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

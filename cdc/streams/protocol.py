@@ -1,0 +1,125 @@
+"""The event-stream extension point: one small protocol, implemented by Kafka and the local log.
+
+Offset convention, everywhere in the product: a stored *position* is the next offset to
+process. ``bounds().end`` is the next offset that will be written (the committed end, i.e. the
+last stable offset for read-committed readers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """One committed record of a stream. ``value`` None is a tombstone."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionBounds:
+    """``log_start``: first offset still stored; ``end``: next offset to be written (committed)."""
+
+    log_start: int
+    end: int
+
+
+class StreamReader(Protocol):
+    """Reads committed records from assigned partitions, from given positions onwards."""
+
+    def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
+        """Return up to ``max_records`` records (possibly none after ``timeout_s``)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class TransactionalWriter(Protocol):
+    """Writes records to many partitions and commits them with consumer positions, atomically."""
+
+    def begin(self) -> None: ...
+
+    def send(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Queue a record; ``partition`` None partitions by Kafka's murmur2 of the key."""
+        ...
+
+    def commit(
+        self,
+        consumed: Mapping[TopicPartition, int] | None = None,
+        reader: StreamReader | None = None,
+    ) -> dict[TopicPartition, int]:
+        """Commit the transaction with the consumed positions of ``reader``'s group.
+
+        Returns, for every partition written in the transaction, the position after its last
+        record (the checkpoint a state store keeps for that changelog partition).
+        """
+        ...
+
+    def abort(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class EventStream(Protocol):
+    """A partitioned, offset-addressable, durable log of records: Kafka or the local log."""
+
+    url: str
+
+    def ensure_topic(self, topic: str, partitions: int = 1, *, compacted: bool = False) -> None:
+        """Create the topic if it does not exist (idempotent)."""
+        ...
+
+    def topics(self) -> list[str]: ...
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def bounds(self, topic: str, partition: int) -> PartitionBounds: ...
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        """First offset whose timestamp is >= ``timestamp_ms``; ``bounds().end`` if none."""
+        ...
+
+    def reader(
+        self, positions: Mapping[TopicPartition, int], *, group: str | None = None
+    ) -> StreamReader:
+        """A reader of committed records starting at ``positions`` (next offset to read)."""
+        ...
+
+    def read(
+        self, topic: str, partition: int, start: int, stop: int | None = None
+    ) -> Iterator[StreamRecord]:
+        """Committed records with ``start <= offset < stop`` (``stop`` None: the current end)."""
+        ...
+
+    def committed_positions(self, group: str, topic: str) -> dict[int, int]:
+        """The positions ``group`` committed for ``topic``'s partitions (absent: none)."""
+        ...
+
+    def writer(self, transactional_id: str) -> TransactionalWriter:
+        """A transactional writer; a new writer with the same id fences the old one."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,80 @@
+"""The ``replicator`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from cdc.errors import SetupError
+from cdc.runtime import jars
+from cdc.runtime.broker import LocalKafkaBroker
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _cmd_jars(args: argparse.Namespace) -> int:
+    for component in jars.COMPONENTS:
+        if component == "spark-extras":
+            from replay.spark import spark_jars
+
+            found = spark_jars()
+        else:
+            found = jars.resolve(component)
+        print(f"{component}: {len(found)} jars in {found[0].parent if found else '-'}")
+    return 0
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir) if args.data_dir else jars.cache_dir() / "kafka"
+    broker = LocalKafkaBroker(data_dir, port=args.port, controller_port=args.controller_port)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    bootstrap = broker.start()
+    print(f"Kafka broker ready: bootstrap servers {bootstrap} (log: {broker.log_file})", flush=True)
+    print("Ctrl-C stops it.", flush=True)
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="replicator",
+        description="CDC-driven, event-sourced state replicator: state tables captured as "
+        "Debezium change events, replayed on Spark into DuckDB and Delta Lake exactly-once.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("jars", help="resolve the JVM jars (Kafka broker, Spark Kafka source, Delta)")
+    p.set_defaults(handler=_cmd_jars)
+
+    p = sub.add_parser("broker", help="run a local single-node Kafka broker (KRaft) on 127.0.0.1")
+    p.add_argument("--port", type=int, default=9092, help="client port (0: a free port)")
+    p.add_argument("--controller-port", type=int, default=0, help="KRaft controller port")
+    p.add_argument("--data-dir", help="storage and logs (default: <cache>/kafka)")
+    p.set_defaults(handler=_cmd_broker)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``replicator`` console script."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except SetupError as exc:
+        print(f"replicator: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

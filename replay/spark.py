@@ -1,0 +1,81 @@
+"""The one SparkSession factory, and the only module that imports pyspark.
+
+Local mode by default (``local[*]``), any master by argument or ``$REPLICATOR_SPARK_MASTER``. The
+Kafka source and Delta jars come from :mod:`cdc.runtime.jars` (resolved from Maven Central ahead of
+time), so starting Spark downloads nothing. Other modules take Spark's API from here:
+``from replay.spark import F, T, DataFrame, SparkSession``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import pyspark
+import pyspark.sql.functions as F  # noqa: N812 - Spark's own convention
+import pyspark.sql.types as T  # noqa: N812
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+
+from cdc.runtime import jars
+
+__all__ = ["F", "T", "Column", "DataFrame", "SparkSession", "Window", "spark_session"]
+
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.kafka.name = org.apache.kafka
+logger.kafka.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+logger.delta.name = org.apache.spark.sql.delta
+logger.delta.level = warn
+"""
+
+
+def spark_jars() -> list[Path]:
+    """The Kafka-source and Delta jars, minus artifacts the pyspark wheel already ships."""
+    shipped = jars.artifact_names(Path(pyspark.__file__).parent / "jars")
+    return jars.resolve("spark-extras", extra_exclusions=shipped)
+
+
+def spark_session(
+    master: str | None = None,
+    *,
+    app_name: str = "replicator",
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Get or create the process's SparkSession with the Kafka source and Delta configured."""
+    jars.java_executable()
+    log4j = jars.cache_dir() / "spark-log4j2.properties"
+    log4j.parent.mkdir(parents=True, exist_ok=True)
+    log4j.write_text(_LOG4J2)
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    builder = (
+        SparkSession.builder.master(
+            master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]")
+        )
+        .appName(app_name)
+        .config("spark.jars", ",".join(str(j) for j in spark_jars()))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.executor.extraJavaOptions", java_opts)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", os.environ.get("REPLICATOR_SHUFFLE_PARTITIONS", "8"))
+        .config("spark.driver.memory", os.environ.get("REPLICATOR_DRIVER_MEMORY", "4g"))
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,51 @@
+"""Session-wide real components (one Kafka broker, one SparkSession) and shared factories."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.runtime.broker import LocalKafkaBroker
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "debezium-published"
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap servers of the session's broker: ``$KAFKA_BOOTSTRAP_SERVERS`` or a local one."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    broker = LocalKafkaBroker(tmp_path_factory.mktemp("kafka-broker"))
+    broker.start()
+    try:
+        yield broker.bootstrap_servers
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """The session's SparkSession (local mode unless ``$REPLICATOR_SPARK_MASTER`` is set)."""
+    from replay.spark import spark_session
+
+    session = spark_session(app_name="replicator-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def unique_name() -> Callable[[str], str]:
+    """Factory of names unique to the test run (topics, groups, transactional ids)."""
+
+    def make(prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    return make
