@@ -1,0 +1,163 @@
+"""The event stream on Apache Kafka (``kafka://host:port[,host:port][?client.option=value]``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from urllib.parse import parse_qsl, urlsplit
+
+from cdc.streams import kafka_client as kc
+from cdc.streams.kafka_writer import KafkaTransactionalWriter
+from cdc.streams.protocol import PartitionBounds, StreamRecord, TopicPartition
+
+_METADATA_TIMEOUT_S = 30.0
+
+
+class KafkaStreamError(RuntimeError):
+    """A Kafka operation failed; the message names the topic and partition involved."""
+
+
+class KafkaStreamReader:
+    """Read-committed reader over assigned partitions (a librdkafka consumer)."""
+
+    def __init__(
+        self, stream: KafkaEventStream, positions: Mapping[TopicPartition, int], group: str | None
+    ) -> None:
+        self.group = group
+        self.consumer = kc.make_consumer(stream.bootstrap, group, stream.client_config)
+        self.consumer.assign([kc.KafkaPartition(t, p, o) for (t, p), o in positions.items()])
+        self.at_end: set[TopicPartition] = set()
+
+    def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
+        """Up to ``max_records`` committed records; partitions at their end go to ``at_end``."""
+        out: list[StreamRecord] = []
+        for msg in self.consumer.consume(max_records, timeout_s):
+            err = msg.error()
+            topic, partition = msg.topic() or "", msg.partition() or 0
+            if err is not None:
+                if err.code() == kc.KafkaError._PARTITION_EOF:
+                    self.at_end.add(TopicPartition(topic, partition))
+                    continue
+                raise KafkaStreamError(f"reading {topic} partition {partition}: {err.str()}")
+            self.at_end.discard(TopicPartition(topic, partition))
+            _, ts = msg.timestamp()
+            headers = msg.headers()
+            out.append(
+                StreamRecord(
+                    topic, partition, msg.offset() or 0, msg.key(), msg.value(), ts,
+                    tuple((k, v or b"") for k, v in headers) if headers else (),
+                )
+            )  # fmt: skip
+        return out
+
+    def position(self, topic: str, partition: int) -> int:
+        """The consumer's next offset for the partition (past skipped transaction markers)."""
+        (tp,) = self.consumer.position([kc.KafkaPartition(topic, partition)])
+        return int(tp.offset)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class KafkaEventStream:
+    """:class:`~cdc.streams.protocol.EventStream` on a Kafka cluster."""
+
+    def __init__(self, bootstrap: str, client_config: Mapping[str, str] | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.client_config = dict(client_config or {})
+        self.url = f"kafka://{bootstrap}"
+        self._admin = kc.make_admin(bootstrap, self.client_config)
+        self._meta = kc.make_consumer(bootstrap, None, self.client_config)
+
+    @classmethod
+    def from_url(cls, url: str) -> KafkaEventStream:
+        parts = urlsplit(url)
+        return cls(parts.netloc, dict(parse_qsl(parts.query)))
+
+    def ensure_topic(self, topic: str, partitions: int = 1, *, compacted: bool = False) -> None:
+        config = {"cleanup.policy": "compact"} if compacted else {}
+        new = kc.NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=config)
+        for future in self._admin.create_topics([new]).values():
+            try:
+                future.result()
+            except kc.KafkaException as exc:
+                if exc.args[0].code() != kc.KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise KafkaStreamError(f"creating topic {topic}: {exc.args[0].str()}") from exc
+        deadline = time.monotonic() + _METADATA_TIMEOUT_S
+        while (found := self._partitions_or_none(topic)) is None:
+            if time.monotonic() > deadline:
+                raise KafkaStreamError(f"topic {topic} did not appear in the cluster metadata")
+            time.sleep(0.1)
+        if found != partitions:
+            raise KafkaStreamError(
+                f"topic {topic} exists with {found} partitions, {partitions} were asked for"
+            )
+
+    def _partitions_or_none(self, topic: str) -> int | None:
+        meta = self._admin.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return None
+        return len(meta.partitions)
+
+    def topics(self) -> list[str]:
+        names = self._admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics
+        return sorted(t for t in names if not t.startswith("__"))
+
+    def partition_count(self, topic: str) -> int:
+        found = self._partitions_or_none(topic)
+        if found is None:
+            raise KafkaStreamError(f"topic {topic} does not exist on {self.bootstrap}")
+        return found
+
+    def bounds(self, topic: str, partition: int) -> PartitionBounds:
+        low, high = self._meta.get_watermark_offsets(
+            kc.KafkaPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False
+        )
+        return PartitionBounds(int(low), int(high))
+
+    def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
+        (found,) = self._meta.offsets_for_times(
+            [kc.KafkaPartition(topic, partition, timestamp_ms)], timeout=_METADATA_TIMEOUT_S
+        )
+        return int(found.offset) if found.offset >= 0 else self.bounds(topic, partition).end
+
+    def reader(
+        self, positions: Mapping[TopicPartition, int], *, group: str | None = None
+    ) -> KafkaStreamReader:
+        return KafkaStreamReader(self, positions, group)
+
+    def read(
+        self, topic: str, partition: int, start: int, stop: int | None = None
+    ) -> Iterator[StreamRecord]:
+        end = self.bounds(topic, partition).end if stop is None else stop
+        if start >= end:
+            return
+        reader = self.reader({TopicPartition(topic, partition): start})
+        try:
+            while True:
+                batch = reader.poll(10_000, 1.0)
+                for record in batch:
+                    if record.offset >= end:
+                        return
+                    yield record
+                if not batch and reader.position(topic, partition) >= end:
+                    return
+                if batch and batch[-1].offset >= end - 1:
+                    return
+        finally:
+            reader.close()
+
+    def committed_positions(self, group: str, topic: str) -> dict[int, int]:
+        consumer = kc.make_consumer(self.bootstrap, group, self.client_config)
+        try:
+            parts = [kc.KafkaPartition(topic, p) for p in range(self.partition_count(topic))]
+            found = consumer.committed(parts, timeout=_METADATA_TIMEOUT_S)
+            return {tp.partition: int(tp.offset) for tp in found if tp.offset >= 0}
+        finally:
+            consumer.close()
+
+    def writer(self, transactional_id: str) -> KafkaTransactionalWriter:
+        return KafkaTransactionalWriter(self.bootstrap, transactional_id, self.client_config)
+
+    def close(self) -> None:
+        self._meta.close()

@@ -1,0 +1,108 @@
+"""The Kafka event stream on the real broker: transactions, read-committed, positions, fencing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from cdc.streams.kafka_stream import KafkaEventStream, KafkaStreamError
+from cdc.streams.kafka_writer import KafkaTransactionError
+from cdc.streams.protocol import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def stream(kafka_bootstrap: str) -> Iterator[KafkaEventStream]:
+    s = KafkaEventStream.from_url(f"kafka://{kafka_bootstrap}")
+    yield s
+    s.close()
+
+
+def test_committed_transaction_is_visible_and_aborted_is_not(
+    stream: KafkaEventStream, unique_name: Callable[[str], str]
+) -> None:
+    topic = unique_name("txn")
+    stream.ensure_topic(topic, 2, compacted=True)
+    stream.ensure_topic(topic, 2, compacted=True)  # idempotent
+    writer = stream.writer(unique_name("writer"))
+    writer.begin()
+    for i in range(10):
+        writer.send(topic, f"k{i}".encode(), f"v{i}".encode())
+    written = writer.commit()
+    writer.begin()
+    writer.send(topic, b"k0", b"aborted", partition=0)
+    writer.abort()
+    writer.begin()
+    writer.send(topic, b"k0", b"last", partition=0)
+    written_last = writer.commit()
+    writer.close()
+
+    records = [r for p in (0, 1) for r in stream.read(topic, p, 0)]
+    values = sorted(r.value or b"" for r in records)
+    assert values == sorted([f"v{i}".encode() for i in range(10)] + [b"last"])
+    assert sum(written.values()) > 0
+    # the returned checkpoint is the position after the last record written
+    last = [r for r in records if r.value == b"last"][0]
+    assert written_last[TopicPartition(topic, 0)] == last.offset + 1
+    for p in (0, 1):
+        assert stream.bounds(topic, p).end >= max(
+            [r.offset + 1 for r in records if r.partition == p], default=0
+        )
+
+
+def test_consumed_positions_commit_with_the_transaction(
+    stream: KafkaEventStream, unique_name: Callable[[str], str]
+) -> None:
+    source, sink, group = unique_name("in"), unique_name("out"), unique_name("group")
+    stream.ensure_topic(source)
+    stream.ensure_topic(sink)
+    feeder = stream.writer(unique_name("feeder"))
+    feeder.begin()
+    for i in range(5):
+        feeder.send(source, b"k", str(i).encode())
+    feeder.commit()
+    feeder.close()
+
+    reader = stream.reader({TopicPartition(source, 0): 0}, group=group)
+    got = []
+    while len(got) < 5:
+        got += reader.poll(100, 5.0)
+    writer = stream.writer(unique_name("processor"))
+    writer.begin()
+    writer.send(sink, b"k", b"sum=10")
+    writer.commit({TopicPartition(source, 0): got[-1].offset + 1}, reader)
+    reader.close()
+    writer.close()
+    assert stream.committed_positions(group, source) == {0: got[-1].offset + 1}
+    assert [r.value for r in stream.read(sink, 0, 0)] == [b"sum=10"]
+
+
+def test_a_new_writer_fences_the_old_one(
+    stream: KafkaEventStream, unique_name: Callable[[str], str]
+) -> None:
+    topic, txn_id = unique_name("fence"), unique_name("zombie")
+    stream.ensure_topic(topic)
+    old = stream.writer(txn_id)
+    old.begin()
+    old.send(topic, b"k", b"from-zombie")
+    new = stream.writer(txn_id)  # init_transactions fences the old producer
+    with pytest.raises(KafkaTransactionError):
+        old.commit()
+    new.begin()
+    new.send(topic, b"k", b"from-new")
+    new.commit()
+    new.close()
+    assert [r.value for r in stream.read(topic, 0, 0)] == [b"from-new"]
+
+
+def test_partition_count_mismatch_and_missing_topic_are_named(
+    stream: KafkaEventStream, unique_name: Callable[[str], str]
+) -> None:
+    topic = unique_name("mismatch")
+    stream.ensure_topic(topic, 2)
+    with pytest.raises(KafkaStreamError, match=f"topic {topic} exists with 2 partitions"):
+        stream.ensure_topic(topic, 3)
+    with pytest.raises(KafkaStreamError, match="does not exist"):
+        stream.partition_count(unique_name("missing"))
