@@ -1,0 +1,83 @@
+"""The sink extension point: tables plus an offsets ledger, written in one transaction.
+
+Exactly-once through idempotent offset tracking: every write carries the stream positions it
+brings the table to (next offset to apply, per topic-partition), and the sink stores them in the
+same transaction as the data. A write whose positions the ledger already covers is skipped, so a
+retried batch is never applied twice, and a crash leaves the table at the last ledger entry.
+
+The changes handed to :meth:`Sink.merge` are a Spark DataFrame with the table's columns plus:
+
+- ``__op``: ``"u"`` upsert (c/u/r events), ``"d"`` delete;
+- ``__pos``: the event's ordering position within its key (a string that sorts like the source
+  position: stream offset, or the Debezium source position), used so that an older event never
+  overwrites a newer row and a remembered delete is not resurrected by a late older event;
+- ``__truncated``: True on rows of a batch that starts with a truncate of the table (the table is
+  cleared, then the batch's rows applied) — the engine puts a truncate in a batch of its own.
+
+At most one change per primary key is in a batch (the engine keeps the newest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cdc.streams.protocol import TopicPartition
+
+OP = "__op"
+POS = "__pos"
+TRUNCATED = "__truncated"
+META_COLUMNS = (OP, POS, TRUNCATED)
+
+Positions = Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A target table: its name and primary key; columns come from the DataFrame's schema."""
+
+    name: str
+    primary_key: tuple[str, ...]
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One committed write: the table version/checkpoint and the positions it reflects."""
+
+    table: str
+    version: int
+    positions: dict[TopicPartition, int]
+    committed_at_ms: int
+    mode: str  # "replace" or "merge"
+
+
+class Sink(Protocol):
+    url: str
+
+    def positions(self, table: str) -> dict[TopicPartition, int]:
+        """The positions the table reflects (empty if it does not exist)."""
+        ...
+
+    def replace(self, spec: TableSpec, rows: Any, positions: Positions) -> LedgerEntry | None:
+        """Replace the table's contents with ``rows`` (a DataFrame of final images, no meta
+        columns) in one bulk write, recording ``positions``; None if already at them."""
+        ...
+
+    def merge(self, spec: TableSpec, changes: Any, positions: Positions) -> LedgerEntry | None:
+        """Apply ``changes`` (see the module doc) and record ``positions``, atomically; None if
+        the ledger already covers ``positions`` (a retried batch)."""
+        ...
+
+    def history(self, table: str) -> Sequence[LedgerEntry]:
+        """Every committed write of the table, oldest first ("the table as of offset X")."""
+        ...
+
+    def read(self, table: str, version: int | None = None) -> Any:
+        """The table (or an older version of it) as a Spark DataFrame without meta columns."""
+        ...
+
+    def tables(self) -> list[str]: ...
+
+    def close(self) -> None: ...
