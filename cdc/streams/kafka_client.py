@@ -10,10 +10,11 @@ from collections.abc import Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 __all__ = [
     "AdminClient",
+    "ConfigResource",
     "Consumer",
     "KafkaError",
     "KafkaException",

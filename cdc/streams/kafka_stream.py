@@ -109,6 +109,15 @@ class KafkaEventStream:
             raise KafkaStreamError(f"topic {topic} does not exist on {self.bootstrap}")
         return found
 
+    def is_compacted(self, topic: str) -> bool:
+        resource = kc.ConfigResource("TOPIC", topic)
+        (future,) = self._admin.describe_configs([resource]).values()
+        try:
+            entries = future.result(timeout=_METADATA_TIMEOUT_S)
+        except kc.KafkaException as exc:
+            raise KafkaStreamError(f"describing topic {topic}: {exc.args[0].str()}") from exc
+        return "compact" in str(entries["cleanup.policy"].value)
+
     def bounds(self, topic: str, partition: int) -> PartitionBounds:
         low, high = self._meta.get_watermark_offsets(
             kc.KafkaPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False

@@ -96,6 +96,10 @@ class EventStream(Protocol):
 
     def partition_count(self, topic: str) -> int: ...
 
+    def is_compacted(self, topic: str) -> bool:
+        """Whether the topic's cleanup policy includes compaction."""
+        ...
+
     def bounds(self, topic: str, partition: int) -> PartitionBounds: ...
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:

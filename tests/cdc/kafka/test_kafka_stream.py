@@ -26,6 +26,7 @@ def test_committed_transaction_is_visible_and_aborted_is_not(
     topic = unique_name("txn")
     stream.ensure_topic(topic, 2, compacted=True)
     stream.ensure_topic(topic, 2, compacted=True)  # idempotent
+    assert stream.is_compacted(topic)
     writer = stream.writer(unique_name("writer"))
     writer.begin()
     for i in range(10):
@@ -102,6 +103,7 @@ def test_partition_count_mismatch_and_missing_topic_are_named(
 ) -> None:
     topic = unique_name("mismatch")
     stream.ensure_topic(topic, 2)
+    assert not stream.is_compacted(topic)
     with pytest.raises(KafkaStreamError, match=f"topic {topic} exists with 2 partitions"):
         stream.ensure_topic(topic, 3)
     with pytest.raises(KafkaStreamError, match="does not exist"):
