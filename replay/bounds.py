@@ -46,7 +46,7 @@ class Bound:
         return self.kind in (BoundKind.LSN, BoundKind.BINLOG, BoundKind.TXN)
 
 
-_OFFSET_ITEM = re.compile(r"^(?P<topic>.+):(?P<partition>\d+):(?P<offset>\d+)$")
+_OFFSET_ITEM = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+):(?P<partition>\d+):(?P<offset>\d+)$")
 
 
 def parse_lsn(text: str) -> int:
@@ -85,20 +85,22 @@ def parse_bound(text: str, *, stop: bool) -> Bound:
                 raise ValueError(f"binlog bound {t!r} is not binlog:<file>:<position>")
             return Bound(BoundKind.BINLOG, binlog=(file, int(pos)))
         return Bound(BoundKind.TXN, txn=t[4:])
-    if all(_OFFSET_ITEM.match(item) for item in t.split(",")):
+    try:
+        when = datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        when = None
+    if when is None and all(_OFFSET_ITEM.match(item) for item in t.split(",")):
         offsets = {}
         for item in t.split(","):
             m = _OFFSET_ITEM.match(item)
             assert m is not None
             offsets[TopicPartition(m["topic"], int(m["partition"]))] = int(m["offset"])
         return Bound(BoundKind.OFFSETS, offsets=offsets)
-    try:
-        when = datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
+    if when is None:
         raise ValueError(
             f"cannot read bound {t!r}: expected earliest, latest, ledger, topic:partition:offset, "
             "an ISO timestamp, ts:<ms>, lsn:<X/Y>, binlog:<file>:<pos> or txn:<id>"
-        ) from None
+        )
     if when.tzinfo is None:
         raise ValueError(f"timestamp {t!r} needs a time zone (e.g. a trailing Z for UTC)")
     return Bound(BoundKind.TIMESTAMP, timestamp_ms=int(when.timestamp() * 1000))
