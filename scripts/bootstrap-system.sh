@@ -10,9 +10,16 @@ if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then need+=(openj
 command -v mvn >/dev/null || need+=(maven)
 python3 -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null || need+=(python3 python3-venv)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# The server binaries cdc/runtime/postgres.py runs (pg_ctlcluster alone may come without them).
+pg_server() {
+  for bin in /usr/lib/postgresql/*/bin; do
+    [ -x "$bin/initdb" ] && [ -x "$bin/pg_ctl" ] && [ -x "$bin/postgres" ] && [ -x "$bin/pg_isready" ] && return 0
+  done
+  return 1
+}
 for extra in "$@"; do
   case "$extra" in
-    postgresql) command -v pg_ctlcluster >/dev/null || ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || need+=(postgresql) ;;
+    postgresql) pg_server || need+=(postgresql) ;;
   esac
 done
 

@@ -25,6 +25,7 @@ __all__ = [
     "is_retriable_abort",
     "make_admin",
     "make_consumer",
+    "make_plain_producer",
     "make_producer",
 ]
 
@@ -71,6 +72,22 @@ def make_producer(bootstrap: str, transactional_id: str, extra: Config) -> Produ
             "queue.buffering.max.messages": 1_000_000,
             "queue.buffering.max.kbytes": 1024 * 1024,
             "transaction.timeout.ms": 60_000,
+            **extra,
+        }
+    )
+
+
+def make_plain_producer(bootstrap: str, extra: Config) -> Producer:
+    """An idempotent, non-transactional producer partitioning keys like Kafka Connect's (murmur2),
+    for forwarding records another system wrote (the Debezium capture)."""
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+            "compression.type": "lz4",
             **extra,
         }
     )
