@@ -14,12 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 
 from cdc.streams.protocol import TopicPartition
 
 
-class BoundKind(str, Enum):
+class BoundKind(StrEnum):
     EARLIEST = "earliest"
     LATEST = "latest"
     OFFSETS = "offsets"

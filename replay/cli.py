@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("jars", help="resolve the JVM jars (Kafka broker, Spark Kafka source, Delta)")
+    p = sub.add_parser(
+        "jars", help="resolve the JVM jars (Kafka broker, Spark Kafka source, Delta)"
+    )
     p.set_defaults(handler=_cmd_jars)
 
     p = sub.add_parser("broker", help="run a local single-node Kafka broker (KRaft) on 127.0.0.1")

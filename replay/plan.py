@@ -59,12 +59,18 @@ class ReplayPlan:
     def check_gaps(self, allow_gaps: bool) -> None:
         """Refuse a plan with gaps unless the user allowed them."""
         if self.gaps and not allow_gaps:
-            found = "; ".join(f"{g.tp.topic}[{g.tp.partition}] {g.kind}: {g.detail}" for g in self.gaps)
-            raise ReplayPlanError(f"the replay would skip data ({found}); pass --allow-gaps to go on")
+            found = "; ".join(
+                f"{g.tp.topic}[{g.tp.partition}] {g.kind}: {g.detail}" for g in self.gaps
+            )
+            raise ReplayPlanError(
+                f"the replay would skip data ({found}); pass --allow-gaps to go on"
+            )
 
     def render(self) -> str:
         """The plan as text, for ``--dry-run``."""
-        lines = [f"{'topic':<40} {'part':>4} {'start':>12} {'stop':>12} {'span':>12} {'log start':>10}"]
+        lines = [
+            f"{'topic':<40} {'part':>4} {'start':>12} {'stop':>12} {'span':>12} {'log start':>10}"
+        ]
         for r in self.ranges:
             lines.append(
                 f"{r.tp.topic:<40} {r.tp.partition:>4} {r.start:>12} {r.stop:>12} {r.span:>12} "

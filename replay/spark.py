@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pyspark
-import pyspark.sql.functions as F  # noqa: N812 - Spark's own convention
-import pyspark.sql.types as T  # noqa: N812
+import pyspark.sql.functions as F
+import pyspark.sql.types as T
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from cdc.runtime import jars
 
-__all__ = ["F", "T", "Column", "DataFrame", "SparkSession", "Window", "spark_session"]
+__all__ = ["Column", "DataFrame", "F", "SparkSession", "T", "Window", "spark_session"]
 
 _LOG4J2 = """\
 rootLogger.level = warn
@@ -57,19 +57,21 @@ def spark_session(
     log4j.write_text(_LOG4J2)
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     builder = (
-        SparkSession.builder.master(
-            master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]")
-        )
+        SparkSession.builder.master(master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]"))
         .appName(app_name)
         .config("spark.jars", ",".join(str(j) for j in spark_jars()))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config(
+            "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
         .config("spark.driver.extraJavaOptions", java_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", os.environ.get("REPLICATOR_SHUFFLE_PARTITIONS", "8"))
+        .config(
+            "spark.sql.shuffle.partitions", os.environ.get("REPLICATOR_SHUFFLE_PARTITIONS", "8")
+        )
         .config("spark.driver.memory", os.environ.get("REPLICATOR_DRIVER_MEMORY", "4g"))
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))

@@ -115,7 +115,9 @@ class LocalKafkaBroker:
                 capture_output=True, text=True, check=False,
             )  # fmt: skip
             if fmt.returncode != 0:
-                raise SetupError(f"formatting Kafka storage in {log_dir} failed: {fmt.stderr[-300:]}")
+                raise SetupError(
+                    f"formatting Kafka storage in {log_dir} failed: {fmt.stderr[-300:]}"
+                )
         started_at = self.log_file.stat().st_size if self.log_file.exists() else 0
         stdout = (self.data_dir / "broker.stdout").open("ab")
         self._process = subprocess.Popen(
@@ -140,7 +142,9 @@ class LocalKafkaBroker:
                 return
             time.sleep(0.2)
         self.stop()
-        raise SetupError(f"the Kafka broker did not start within {timeout_s:.0f}s; log: {self.log_file}")
+        raise SetupError(
+            f"the Kafka broker did not start within {timeout_s:.0f}s; log: {self.log_file}"
+        )
 
     def _log_since(self, offset: int) -> str:
         if not self.log_file.exists():

@@ -24,7 +24,8 @@ _JAR_NAME = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 
 
 def cache_dir() -> Path:
-    """``$REPLICATOR_CACHE``, else ``.cache`` in a source checkout, else ``~/.cache/cdc-replicator``."""
+    """Where jars and local data live: ``$REPLICATOR_CACHE``, else ``.cache`` in a source
+    checkout, else ``~/.cache/cdc-replicator``."""
     if env := os.environ.get("REPLICATOR_CACHE"):
         return Path(env).resolve()
     checkout = Path(__file__).resolve().parents[2]
@@ -48,7 +49,9 @@ def java_executable() -> str:
     if major == 1 and match and match.group(2):
         major = int(match.group(2))
     if major < MIN_JAVA:
-        raise SetupError(f"{java} is Java {major or '?'}; Kafka 4 and Spark 4 need Java {MIN_JAVA}+")
+        raise SetupError(
+            f"{java} is Java {major or '?'}; Kafka 4 and Spark 4 need Java {MIN_JAVA}+"
+        )
     return java
 
 

@@ -17,6 +17,17 @@ class KafkaStreamError(RuntimeError):
     """A Kafka operation failed; the message names the topic and partition involved."""
 
 
+def _headers(raw: object) -> tuple[tuple[str, bytes], ...]:
+    if not raw:
+        return ()
+    items = raw.items() if isinstance(raw, dict) else raw
+    out = []
+    for name, value in items:  # type: ignore[attr-defined]
+        data = value.encode() if isinstance(value, str) else (value or b"")
+        out.append((str(name), bytes(data)))
+    return tuple(out)
+
+
 class KafkaStreamReader:
     """Read-committed reader over assigned partitions (a librdkafka consumer)."""
 
@@ -41,11 +52,10 @@ class KafkaStreamReader:
                 raise KafkaStreamError(f"reading {topic} partition {partition}: {err.str()}")
             self.at_end.discard(TopicPartition(topic, partition))
             _, ts = msg.timestamp()
-            headers = msg.headers()
             out.append(
                 StreamRecord(
                     topic, partition, msg.offset() or 0, msg.key(), msg.value(), ts,
-                    tuple((k, v or b"") for k, v in headers) if headers else (),
+                    _headers(msg.headers()),
                 )
             )  # fmt: skip
         return out

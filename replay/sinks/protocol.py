@@ -7,7 +7,9 @@ retried batch is never applied twice, and a crash leaves the table at the last l
 
 The changes handed to :meth:`Sink.merge` are a Spark DataFrame with the table's columns plus:
 
-- ``__op``: ``"u"`` upsert (c/u/r events), ``"d"`` delete;
+- ``__op``: ``"u"`` upsert (c/u/r events), ``"d"`` delete, ``"t"`` a truncate with no change after
+  it in the batch (a lone row with ``__truncated`` true and null columns, since an empty DataFrame
+  cannot carry the flag; sinks apply the truncate and drop the row);
 - ``__pos``: the event's ordering position within its key (a string that sorts like the source
   position: stream offset, or the Debezium source position), used so that an older event never
   overwrites a newer row and a remembered delete is not resurrected by a late older event;
@@ -15,6 +17,8 @@ The changes handed to :meth:`Sink.merge` are a Spark DataFrame with the table's 
   cleared, then the batch's rows applied) — the engine puts a truncate in a batch of its own.
 
 At most one change per primary key is in a batch (the engine keeps the newest).
+
+The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any, Protocol
 from cdc.streams.protocol import TopicPartition
 
 OP = "__op"
+OP_UPSERT, OP_DELETE, OP_TRUNCATE = "u", "d", "t"
 POS = "__pos"
 TRUNCATED = "__truncated"
 META_COLUMNS = (OP, POS, TRUNCATED)

@@ -27,7 +27,9 @@ def test_maven_failure_names_the_component_and_log(
     (jvm / "settings.xml").write_text((jars.JVM_DIR / "settings.xml").read_text())
     pom = (jars.JVM_DIR / "kafka-broker" / "pom.xml").read_text()
     (jvm / "kafka-broker" / "pom.xml").write_text(
-        pom.replace("<kafka.version>4.1.1</kafka.version>", "<kafka.version>0.0.0-nope</kafka.version>")
+        pom.replace(
+            "<kafka.version>4.1.1</kafka.version>", "<kafka.version>0.0.0-nope</kafka.version>"
+        )
     )
     monkeypatch.setattr(jars, "JVM_DIR", jvm)
     monkeypatch.setenv("REPLICATOR_CACHE", str(tmp_path / "cache"))

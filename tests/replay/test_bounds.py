@@ -25,7 +25,10 @@ def test_offsets_timestamps_and_source_positions() -> None:
     assert parse_bound("ts:1714564800000", stop=False).timestamp_ms == 1714564800000
     assert parse_bound("lsn:16/B374D848", stop=True).lsn == (0x16 << 32) | 0xB374D848
     assert parse_lsn("34132560") == 34132560
-    assert parse_bound("binlog:mysql-bin.000003:1041", stop=True).binlog == ("mysql-bin.000003", 1041)
+    assert parse_bound("binlog:mysql-bin.000003:1041", stop=True).binlog == (
+        "mysql-bin.000003",
+        1041,
+    )
     assert parse_bound("txn:proc-1:42", stop=True).txn == "proc-1:42"
 
 

@@ -15,7 +15,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 pytestmark = pytest.mark.integration
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, count: int) -> list[tuple[int, bytes, bytes]]:
+def _produce(
+    bootstrap: str, topic: str, partitions: int, count: int
+) -> list[tuple[int, bytes, bytes]]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         future.result()
@@ -26,7 +28,9 @@ def _produce(bootstrap: str, topic: str, partitions: int, count: int) -> list[tu
         producer.produce(topic, key=key, value=value)
         sent.append((key, value))
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[tuple[int, bytes, bytes]] = []
     while len(got) < count:
@@ -72,7 +76,9 @@ def test_spark_kafka_source_reads_explicit_offset_ranges(
 
 def test_delta_time_travel_and_duckdb_roundtrip(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "delta-table")
-    spark.createDataFrame([(1, "a"), (2, "b")], "id INT, name STRING").write.format("delta").save(path)
+    spark.createDataFrame([(1, "a"), (2, "b")], "id INT, name STRING").write.format("delta").save(
+        path
+    )
     spark.createDataFrame([(2, "B"), (3, "c")], "id INT, name STRING").write.format("delta").mode(
         "overwrite"
     ).save(path)

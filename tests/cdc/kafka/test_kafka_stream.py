@@ -45,7 +45,7 @@ def test_committed_transaction_is_visible_and_aborted_is_not(
     assert values == sorted([f"v{i}".encode() for i in range(10)] + [b"last"])
     assert sum(written.values()) > 0
     # the returned checkpoint is the position after the last record written
-    last = [r for r in records if r.value == b"last"][0]
+    last = next(r for r in records if r.value == b"last")
     assert written_last[TopicPartition(topic, 0)] == last.offset + 1
     for p in (0, 1):
         assert stream.bounds(topic, p).end >= max(
