@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -81,14 +82,20 @@ class KafkaTransactionalWriter:
             self._producer.commit_transaction(60)
         except kc.KafkaException as exc:
             if kc.is_retriable_abort(exc):
-                self._producer.abort_transaction(60)
+                self._abort_quietly()
             raise KafkaTransactionError(
                 f"transaction of {self.transactional_id} failed: {exc.args[0].str()}"
             ) from exc
         except KafkaTransactionError:
-            self._producer.abort_transaction(60)
+            self._abort_quietly()
             raise
         return dict(self._written)
+
+    def _abort_quietly(self) -> None:
+        # The commit already failed; an abort that fails too (e.g. the producer was fenced)
+        # changes nothing for the caller, whose transaction is not visible either way.
+        with contextlib.suppress(kc.KafkaException):
+            self._producer.abort_transaction(60)
 
     def abort(self) -> None:
         self._producer.abort_transaction(60)
