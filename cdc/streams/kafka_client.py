@@ -5,6 +5,7 @@ Other modules build Kafka clients through these functions and never import confl
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping
 
@@ -29,6 +30,7 @@ __all__ = [
     "make_consumer",
     "make_plain_producer",
     "make_producer",
+    "watermarks",
 ]
 
 Config = Mapping[str, str | int | float | bool]
@@ -93,6 +95,35 @@ def make_plain_producer(bootstrap: str, extra: Config) -> Producer:
             **extra,
         }
     )
+
+
+def watermarks(
+    consumer: Consumer, topic: str, partition: int, timeout_s: float = 30.0
+) -> tuple[int, int]:
+    """(low, high) offsets of a partition (high is the last stable offset for a read-committed
+    consumer), retrying the transient errors of a topic that was just created."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                KafkaPartition(topic, partition), timeout=timeout_s, cached=False
+            )
+            return int(low), int(high)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            retriable = isinstance(err, KafkaError) and (
+                err.retriable() or err.code() in _METADATA_SETTLING
+            )
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+_METADATA_SETTLING = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.LEADER_NOT_AVAILABLE,
+)
 
 
 def is_retriable_abort(exc: KafkaException) -> bool:

@@ -40,25 +40,36 @@ class KafkaStreamReader:
         self.at_end: set[TopicPartition] = set()
 
     def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
-        """Up to ``max_records`` committed records; partitions at their end go to ``at_end``."""
+        """Up to ``max_records`` committed records, waiting up to ``timeout_s`` for the first;
+        partitions found at their end are in ``at_end``."""
+        deadline = time.monotonic() + timeout_s
         out: list[StreamRecord] = []
-        for msg in self.consumer.consume(max_records, timeout_s):
-            err = msg.error()
-            topic, partition = msg.topic() or "", msg.partition() or 0
-            if err is not None:
-                if err.code() == kc.KafkaError._PARTITION_EOF:
-                    self.at_end.add(TopicPartition(topic, partition))
-                    continue
-                raise KafkaStreamError(f"reading {topic} partition {partition}: {err.str()}")
-            self.at_end.discard(TopicPartition(topic, partition))
-            _, ts = msg.timestamp()
-            out.append(
-                StreamRecord(
-                    topic, partition, msg.offset() or 0, msg.key(), msg.value(), ts,
-                    _headers(msg.headers()),
-                )
-            )  # fmt: skip
+        while not out:
+            # consume() would wait for all max_records: wait for one message, then take what
+            # is already fetched.
+            first = self.consumer.poll(max(0.0, deadline - time.monotonic()))
+            if first is None:
+                return out
+            rest = self.consumer.consume(max_records - 1, 0) if max_records > 1 else []
+            out = [r for r in map(self._record, [first, *rest]) if r is not None]
+            if time.monotonic() >= deadline:
+                break
         return out
+
+    def _record(self, msg: kc.Message) -> StreamRecord | None:
+        err = msg.error()
+        topic, partition = msg.topic() or "", msg.partition() or 0
+        if err is not None:
+            if err.code() == kc.KafkaError._PARTITION_EOF:
+                self.at_end.add(TopicPartition(topic, partition))
+                return None
+            raise KafkaStreamError(f"reading {topic} partition {partition}: {err.str()}")
+        self.at_end.discard(TopicPartition(topic, partition))
+        _, ts = msg.timestamp()
+        headers = _headers(msg.headers())
+        return StreamRecord(
+            topic, partition, msg.offset() or 0, msg.key(), msg.value(), ts, headers
+        )
 
     def position(self, topic: str, partition: int) -> int:
         """The consumer's next offset for the partition (past skipped transaction markers)."""
@@ -129,16 +140,19 @@ class KafkaEventStream:
         return "compact" in str(entries["cleanup.policy"].value)
 
     def bounds(self, topic: str, partition: int) -> PartitionBounds:
-        low, high = self._meta.get_watermark_offsets(
-            kc.KafkaPartition(topic, partition), timeout=_METADATA_TIMEOUT_S, cached=False
-        )
-        return PartitionBounds(int(low), int(high))
+        return PartitionBounds(*kc.watermarks(self._meta, topic, partition))
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
         (found,) = self._meta.offsets_for_times(
             [kc.KafkaPartition(topic, partition, timestamp_ms)], timeout=_METADATA_TIMEOUT_S
         )
-        return int(found.offset) if found.offset >= 0 else self.bounds(topic, partition).end
+        end = self.bounds(topic, partition).end
+        if found.offset < 0:
+            return end
+        # The offset found may be a transaction marker (its timestamp is the commit time):
+        # the answer is the first record at or after it.
+        first = next(iter(self.read(topic, partition, int(found.offset))), None)
+        return first.offset if first is not None else end
 
     def reader(
         self, positions: Mapping[TopicPartition, int], *, group: str | None = None
@@ -148,7 +162,8 @@ class KafkaEventStream:
     def read(
         self, topic: str, partition: int, start: int, stop: int | None = None
     ) -> Iterator[StreamRecord]:
-        end = self.bounds(topic, partition).end if stop is None else stop
+        committed_end = self.bounds(topic, partition).end
+        end = committed_end if stop is None else min(stop, committed_end)
         if start >= end:
             return
         reader = self.reader({TopicPartition(topic, partition): start})

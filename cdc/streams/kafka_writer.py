@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,19 +16,49 @@ class KafkaTransactionError(RuntimeError):
 
 
 class KafkaTransactionalWriter:
-    """A transactional, idempotent producer. A newer writer with the same id fences this one."""
+    """A transactional, idempotent producer. A newer writer with the same id fences this one.
 
-    def __init__(self, bootstrap: str, transactional_id: str, extra: Mapping[str, str]) -> None:
+    Kafka writes a transaction's commit markers after ``commit_transaction`` returns, so
+    read-committed readers may not see it at once; with ``visible_on_commit`` (the default)
+    ``commit`` returns only once every written partition's last stable offset covers it.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        transactional_id: str,
+        extra: Mapping[str, str],
+        *,
+        visible_on_commit: bool = True,
+    ) -> None:
         self.transactional_id = transactional_id
-        self._producer = kc.make_producer(bootstrap, transactional_id, extra)
+        self._bootstrap, self._extra = bootstrap, extra
+        self._producer = self._new_producer()
+        self._watermarks = kc.make_consumer(bootstrap, None, extra) if visible_on_commit else None
         self._producer.init_transactions(60)
         self._written: dict[TopicPartition, int] = {}
         self._failure: str | None = None
+        self._generation = 0
 
     def begin(self) -> None:
         self._written = {}
         self._failure = None
+        self._generation += 1
+        self._callback = self._on_delivery()
         self._producer.begin_transaction()
+
+    def _new_producer(self) -> kc.Producer:
+        return kc.make_producer(self._bootstrap, self.transactional_id, self._extra)
+
+    def _on_delivery(self) -> Any:
+        generation = self._generation
+
+        def delivered(err: Any, msg: Any) -> None:
+            # Reports of an aborted transaction's purged records may arrive during the next one.
+            if generation == self._generation:
+                self._delivered(err, msg)
+
+        return delivered
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -48,7 +79,7 @@ class KafkaTransactionalWriter:
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
     ) -> None:
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._delivered}
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._callback}
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -89,13 +120,32 @@ class KafkaTransactionalWriter:
         except KafkaTransactionError:
             self._abort_quietly()
             raise
+        self._wait_visible()
         return dict(self._written)
+
+    def _wait_visible(self, timeout_s: float = 30.0) -> None:
+        if self._watermarks is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        for (topic, partition), position in self._written.items():
+            while kc.watermarks(self._watermarks, topic, partition)[1] < position:
+                if time.monotonic() > deadline:
+                    raise KafkaTransactionError(
+                        f"committed records of {topic} partition {partition} did not become "
+                        f"visible within {timeout_s:.0f}s"
+                    )
+                time.sleep(0.002)
 
     def _abort_quietly(self) -> None:
         # The commit already failed; an abort that fails too (e.g. the producer was fenced)
-        # changes nothing for the caller, whose transaction is not visible either way.
+        # changes nothing for the caller, whose transaction is not visible either way. After a
+        # failed transaction librdkafka may purge records of the next one, so a fresh producer
+        # (same transactional id, new epoch) carries on.
         with contextlib.suppress(kc.KafkaException):
             self._producer.abort_transaction(60)
+        self._producer = self._new_producer()
+        with contextlib.suppress(kc.KafkaException):
+            self._producer.init_transactions(60)
 
     def abort(self) -> None:
         self._producer.abort_transaction(60)
@@ -103,3 +153,5 @@ class KafkaTransactionalWriter:
 
     def close(self) -> None:
         self._producer.flush(10)
+        if self._watermarks is not None:
+            self._watermarks.close()

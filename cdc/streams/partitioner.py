@@ -23,7 +23,7 @@ def murmur2(data: bytes) -> int:
             k = (k * _M) & _MASK
             k ^= k >> 24
             k = (k * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
+            h = ((h * _M) ^ k) & _MASK
     tail = words << 2
     rest = length & 3
     if rest == 3:

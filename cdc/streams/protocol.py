@@ -39,10 +39,20 @@ class PartitionBounds:
 
 
 class StreamReader(Protocol):
-    """Reads committed records from assigned partitions, from given positions onwards."""
+    """Reads committed records from assigned partitions, from given positions onwards.
+
+    ``group`` is the consumer group whose positions a transactional commit records.
+    """
+
+    group: str | None
 
     def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
         """Return up to ``max_records`` records (possibly none after ``timeout_s``)."""
+        ...
+
+    def position(self, topic: str, partition: int) -> int:
+        """The next offset the reader will return for the partition (past offsets without
+        records, such as transaction markers)."""
         ...
 
     def close(self) -> None: ...
@@ -63,7 +73,8 @@ class TransactionalWriter(Protocol):
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
     ) -> None:
-        """Queue a record; ``partition`` None partitions by Kafka's murmur2 of the key."""
+        """Queue a record; ``partition`` None partitions by Kafka's murmur2 of the key (a record
+        without key or partition goes to a partition of the backend's choosing)."""
         ...
 
     def commit(
@@ -115,7 +126,8 @@ class EventStream(Protocol):
     def read(
         self, topic: str, partition: int, start: int, stop: int | None = None
     ) -> Iterator[StreamRecord]:
-        """Committed records with ``start <= offset < stop`` (``stop`` None: the current end)."""
+        """Committed records with ``start <= offset < stop``; ``stop`` None or beyond the
+        committed end reads to the committed end."""
         ...
 
     def committed_positions(self, group: str, topic: str) -> dict[int, int]:
