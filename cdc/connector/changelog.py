@@ -1,0 +1,208 @@
+"""Captured state-table changes to changelog records, and changelog records back to changes.
+
+Each state table has a compacted changelog topic ``<processor>.<table>`` keyed by primary key;
+values are Debezium envelopes with a ``ReplicatorSource`` block (which processor, which input
+records, which transaction). A delete is followed by a tombstone so compaction can drop the key.
+
+Clearing a table emits a ``t`` event on every partition (compacted topics need a key, so it
+carries the key ``null``) followed by a ``d`` and a tombstone for every row that existed: readers
+that understand ``t`` clear the table; the deletes keep compaction and key-wise readers (the
+restore path among them) correct without it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+from cdc.connector.spec import table_spec
+from cdc.errors import ChangeEventError
+from cdc.events import ChangeEvent, Op, Tombstone
+from cdc.events.reader import ChangeEventReader
+from cdc.events.writer import EventWriter
+from cdc.state.changes import CapturedChange, ChangeKind, Row
+from cdc.state.table import StateTable
+from cdc.streams.protocol import StreamRecord
+
+try:
+    PRODUCT_VERSION = version("cdc-replicator")
+except PackageNotFoundError:  # pragma: no cover - running from an uninstalled checkout
+    PRODUCT_VERSION = "0"
+
+_OPS = {
+    ChangeKind.CREATE: Op.CREATE,
+    ChangeKind.UPDATE: Op.UPDATE,
+    ChangeKind.DELETE: Op.DELETE,
+    ChangeKind.READ: Op.READ,
+    ChangeKind.TRUNCATE: Op.TRUNCATE,
+}
+_KINDS = {op: kind for kind, op in _OPS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class OutRecord:
+    """A record to append: ``partition`` None partitions by the key (murmur2)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    partition: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class InputOrigin:
+    """The input records that produced a write: offsets ``[start, end)`` of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+class ChangelogConnector:
+    """Encodes one processor's state-table changes; decodes its changelog for restore."""
+
+    def __init__(
+        self,
+        processor_id: str,
+        tables: Iterable[StateTable],
+        *,
+        partitions: int = 1,
+        schemas_enable: bool = True,
+    ) -> None:
+        self.processor_id = processor_id
+        self.partitions = partitions
+        self.tables = {t.name: t for t in tables}
+        specs = {name: table_spec(processor_id, t) for name, t in self.tables.items()}
+        self.topics = {name: f"{processor_id}.{name}" for name in self.tables}
+        self.table_of_topic = {topic: name for name, topic in self.topics.items()}
+        self.transaction_topic = f"{processor_id}.transaction"
+        self._writers = {n: EventWriter(s, schemas_enable=schemas_enable) for n, s in specs.items()}
+        self._readers = {n: ChangeEventReader(s) for n, s in specs.items()}
+        self.truncate_key = b'{"schema":null,"payload":null}' if schemas_enable else b"null"
+
+    def source(self, table: str, origin: InputOrigin, txn_id: str, seq: int) -> dict[str, object]:
+        """The ``ReplicatorSource`` fields of the changes of one input record."""
+        return {
+            "version": PRODUCT_VERSION,
+            "connector": "replicator",
+            "name": self.processor_id,
+            "ts_ms": int(time.time() * 1000),
+            "snapshot": "false",
+            "db": self.processor_id,
+            "table": table,
+            "processor_id": self.processor_id,
+            "input_topic": origin.topic,
+            "input_partition": origin.partition,
+            "input_offset_start": origin.start,
+            "input_offset_end": origin.end,
+            "transaction_id": txn_id,
+            "commit_seq": seq,
+        }
+
+    def encode(
+        self,
+        changes: Sequence[CapturedChange],
+        origin: InputOrigin,
+        txn: TransactionCounter,
+        cleared_rows: Mapping[str, Sequence[Row]] | None = None,
+    ) -> list[OutRecord]:
+        """The changelog records of one committed state transaction.
+
+        ``cleared_rows`` holds, for each table the transaction cleared, the rows it had before.
+        """
+        out: list[OutRecord] = []
+        sources: dict[str, dict[str, object]] = {}
+        for change in changes:
+            name = change.table
+            writer, topic = self._writers[name], self.topics[name]
+            source = sources.get(name)
+            if source is None:
+                source = sources[name] = self.source(name, origin, txn.txn_id, txn.seq)
+            ts = int(source["ts_ms"])  # type: ignore[call-overload]
+            if change.kind is ChangeKind.TRUNCATE:
+                for partition in range(self.partitions):
+                    value = writer.value_of(
+                        Op.TRUNCATE, None, None, source, ts_ms=ts, transaction=txn.next(topic)
+                    )
+                    out.append(OutRecord(topic, self.truncate_key, value, partition))
+                for row in (cleared_rows or {}).get(name, ()):
+                    out += self._delete(writer, topic, row, source, ts, txn)
+                continue
+            if change.kind is ChangeKind.DELETE:
+                assert change.before is not None
+                out += self._delete(writer, topic, change.before, source, ts, txn)
+                continue
+            value = writer.value_of(
+                _OPS[change.kind], change.before, change.after, source,
+                ts_ms=ts, transaction=txn.next(topic),
+            )  # fmt: skip
+            out.append(OutRecord(topic, writer.key(change.key), value))
+        return out
+
+    @staticmethod
+    def _delete(
+        writer: EventWriter,
+        topic: str,
+        before: Row,
+        source: Mapping[str, object],
+        ts: int,
+        txn: TransactionCounter,
+    ) -> list[OutRecord]:
+        key = writer.key(before)
+        value = writer.value_of(
+            Op.DELETE, before, None, source, ts_ms=ts, transaction=txn.next(topic)
+        )
+        return [OutRecord(topic, key, value), OutRecord(topic, key, None)]
+
+    def decode(self, record: StreamRecord) -> CapturedChange | None:
+        """The change a changelog record carries; None for tombstones and truncates (the
+        deletes that follow a truncate carry its effect on each key)."""
+        name = self.table_of_topic.get(record.topic)
+        if name is None:
+            raise ChangeEventError(
+                "not a changelog topic of this processor",
+                topic=record.topic, partition=record.partition, offset=record.offset,
+            )  # fmt: skip
+        parsed = self._readers[name].parse_value(
+            record.value, key=record.key,
+            topic=record.topic, partition=record.partition, offset=record.offset,
+        )  # fmt: skip
+        if isinstance(parsed, Tombstone):
+            return None
+        if not isinstance(parsed, ChangeEvent):
+            raise ChangeEventError(
+                f"a changelog holds change events, not {parsed.kind}",
+                topic=record.topic, partition=record.partition, offset=record.offset,
+            )  # fmt: skip
+        if parsed.op is Op.TRUNCATE:
+            return None
+        table = self.tables[name]
+        image = parsed.after if parsed.op is not Op.DELETE else parsed.before
+        if image is None:
+            raise ChangeEventError(
+                f"a {parsed.op.value} event without its row image", field="payload",
+                topic=record.topic, partition=record.partition, offset=record.offset,
+            )  # fmt: skip
+        key = {c: image[c] for c in table.key}
+        return CapturedChange(name, key, parsed.before, parsed.after, _KINDS[parsed.op])
+
+
+class TransactionCounter:
+    """Numbers the events of one processor transaction (Debezium's ``transaction`` block)."""
+
+    def __init__(self, processor_id: str, seq: int) -> None:
+        self.seq = seq
+        self.txn_id = f"{processor_id}:{seq}"
+        self.total = 0
+        self.per_collection: dict[str, int] = {}
+
+    def next(self, collection: str) -> dict[str, object]:
+        """The ``transaction`` block of the next event written to ``collection``."""
+        self.total += 1
+        count = self.per_collection.get(collection, 0) + 1
+        self.per_collection[collection] = count
+        return {"id": self.txn_id, "total_order": self.total, "data_collection_order": count}

@@ -1,0 +1,64 @@
+"""Input events as the user's function sees them, and dead-letter records for bad ones."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from cdc.connector import OutRecord
+from cdc.streams.protocol import StreamRecord
+
+
+class RejectEvent(Exception):
+    """Raised by a decoder or handler: send this input event to the dead-letter topic."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputEvent:
+    """One input record, its key and value decoded (JSON by default, numbers as Decimal)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: Any
+    value: Any
+
+
+Decoder = Callable[[StreamRecord], InputEvent]
+
+
+def json_decoder(record: StreamRecord) -> InputEvent:
+    """Decode the value as JSON (non-integral numbers as ``Decimal``, never float); the key as
+    JSON when it is JSON, else as text (else bytes)."""
+    key: Any = record.key
+    if key is not None:
+        try:
+            key = json.loads(key, parse_float=Decimal)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            with contextlib.suppress(UnicodeDecodeError):
+                key = key.decode()
+    try:
+        value = None if record.value is None else json.loads(record.value, parse_float=Decimal)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RejectEvent(f"not JSON: {exc}") from exc
+    return InputEvent(
+        record.topic, record.partition, record.offset, record.timestamp_ms, key, value
+    )
+
+
+def dead_letter(topic: str, record: StreamRecord, reason: str) -> OutRecord:
+    """The dead-letter record of ``record``: its key and value unchanged (so it can be
+    re-driven), the reason and origin in headers (like Kafka Connect's DLQ context headers)."""
+    headers = (
+        ("replicator.error.reason", reason.encode()),
+        ("replicator.error.topic", record.topic.encode()),
+        ("replicator.error.partition", str(record.partition).encode()),
+        ("replicator.error.offset", str(record.offset).encode()),
+        ("replicator.error.timestamp", str(record.timestamp_ms).encode()),
+    )
+    return OutRecord(topic, record.key, record.value, None, headers)

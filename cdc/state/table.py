@@ -1,0 +1,129 @@
+"""The declaration of a state table: a name, typed columns and the primary-key column(s)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+from cdc.errors import ChangeEventError
+from cdc.state import key_codec, row_codec
+from cdc.state.changes import Row
+
+MAX_NAME_BYTES = 255
+
+
+class StateTable:
+    """A keyed table of typed rows (dicts), e.g.::
+
+        orders = StateTable(
+            "orders", {"order_id": int, "line": int, "sku": str, "price": Decimal},
+            key=("order_id", "line"), scales={"price": 2},
+        )
+
+    Column types: int, float, str, bool, Decimal, date, datetime, bytes, and dict/list for JSON
+    values. Key columns are never None and cannot be dict/list; other columns may be None (or
+    absent from a row put). Rows scan in primary-key order (tuple order of the key values).
+    A key may be given as the key-column dict (or a whole row), a tuple of the key values in
+    ``key`` order, or the bare value for a one-column key.
+    """
+
+    __slots__ = ("_key_types", "columns", "key", "name", "scales")
+
+    def __init__(
+        self,
+        name: str,
+        columns: Mapping[str, type],
+        key: str | Sequence[str],
+        *,
+        scales: Mapping[str, int] | None = None,
+    ) -> None:
+        if not name or len(name.encode("utf-8")) > MAX_NAME_BYTES:
+            raise ValueError(f"table name must be 1-{MAX_NAME_BYTES} UTF-8 bytes: {name!r}")
+        self.name = name
+        bad = {c: t for c, t in columns.items() if t not in row_codec.COLUMN_TYPES}
+        if bad:
+            raise ValueError(f"table {name}: unsupported column types {bad}")
+        self.columns: Mapping[str, type] = MappingProxyType(dict(columns))
+        self.key: tuple[str, ...] = (key,) if isinstance(key, str) else tuple(key)
+        if not self.key or len(set(self.key)) != len(self.key):
+            raise ValueError(f"table {name}: the primary key needs distinct columns")
+        for column in self.key:
+            if column not in self.columns:
+                raise ValueError(f"table {name}: key column {column!r} is not a column")
+            if self.columns[column] not in key_codec.KEY_TYPES:
+                raise ValueError(f"table {name}: key column {column!r} cannot be JSON")
+        self._key_types = tuple(self.columns[c] for c in self.key)
+        self.scales: Mapping[str, int] = MappingProxyType(dict(scales or {}))
+        """Fractional digits of ``Decimal`` columns, as their change events declare them."""
+        for column in self.scales:
+            if self.columns.get(column) is not Decimal:
+                raise ValueError(f"table {name}: scale given for {column!r}, not a Decimal column")
+
+    def __repr__(self) -> str:
+        return f"StateTable({self.name!r}, key={self.key})"
+
+    def key_of(self, key: object) -> Row:
+        """The checked key-column dict of ``key`` (a dict or row, a tuple, or a bare value)."""
+        if isinstance(key, Mapping):
+            missing = [c for c in self.key if key.get(c) is None]
+            if missing:
+                raise ChangeEventError(
+                    f"table {self.name}: key column is missing", field=missing[0]
+                )
+            values: Sequence[object] = [key[c] for c in self.key]
+        elif isinstance(key, tuple) and len(key) == len(self.key):
+            values = key
+        elif len(self.key) == 1:
+            values = [key]
+        else:
+            raise ChangeEventError(
+                f"table {self.name}: a key is a dict or a tuple of {len(self.key)} values",
+                field=self.key[0],
+            )
+        return {c: self._check(c, v) for c, v in zip(self.key, values, strict=True)}
+
+    def encode_key(self, key: object) -> bytes:
+        """The order-preserving bytes of ``key`` (any form ``key_of`` accepts)."""
+        checked = self.key_of(key)
+        try:
+            return key_codec.encode_key(self._key_types, [checked[c] for c in self.key])
+        except (ValueError, OverflowError) as exc:
+            raise ChangeEventError(
+                f"table {self.name}: bad key: {exc}", field=self.key[0]
+            ) from None
+
+    def decode_key(self, data: bytes) -> Row:
+        """The key-column dict of encoded key bytes."""
+        try:
+            values = key_codec.decode_key(self._key_types, data)
+        except ValueError as exc:
+            raise ChangeEventError(f"table {self.name}: stored key: {exc}") from None
+        return dict(zip(self.key, values, strict=True))
+
+    def check_row(self, row: Mapping[str, Any]) -> Row:
+        """``row`` with every column checked (absent non-key columns are None)."""
+        unknown = [c for c in row if c not in self.columns]
+        if unknown:
+            raise ChangeEventError(f"table {self.name}: unknown column", field=str(unknown[0]))
+        checked = self.key_of(row)
+        for column, tp in self.columns.items():
+            if column not in checked:
+                value = row.get(column)
+                checked[column] = None if value is None else self._check(column, value, tp)
+        return checked
+
+    def encode_row(self, row: Mapping[str, Any]) -> tuple[bytes, bytes]:
+        """The encoded (key, row) of a row, checked first."""
+        checked = self.check_row(row)
+        return self.encode_key(checked), row_codec.encode_row(self.columns, checked)
+
+    def decode_row(self, data: bytes) -> Row:
+        """The row of stored bytes made by ``encode_row``."""
+        return row_codec.decode_row(self.columns, data, table=self.name)
+
+    def _check(self, column: str, value: object, tp: type | None = None) -> Any:
+        return row_codec.check_value(
+            tp or self.columns[column], value, table=self.name, column=column
+        )

@@ -1,0 +1,171 @@
+"""State transactions: the unit of work of the user's processor function over its state tables.
+
+Reads in a transaction see its own writes; nothing it writes is seen by anyone else until it
+commits, and an abort forgets it. Committing captures one change per key written (several
+writes of a key collapse into one), after a truncate change for each table cleared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from enum import Enum
+from typing import Any
+
+from cdc.state.changes import CapturedChange, ChangeKind, Row
+from cdc.state.errors import StateTransactionError
+from cdc.state.overlay import LayeredReader, WriteLayer
+from cdc.state.protocol import TableWrites
+from cdc.state.table import StateTable
+
+
+class TableView:
+    """Read access to one state table through a reader (committed state, or a transaction's)."""
+
+    __slots__ = ("_reader", "table")
+
+    def __init__(self, table: StateTable, reader: LayeredReader) -> None:
+        self.table = table
+        self._reader = reader
+
+    def get(self, key: object) -> Row | None:
+        """The row with primary key ``key`` (a dict, a tuple or a bare value), or None."""
+        self._check_open()
+        data = self._reader.get(self.table.name, self.table.encode_key(key))
+        return None if data is None else self.table.decode_row(data)
+
+    def scan(self) -> Iterator[Row]:
+        """Every row in primary-key order, as of this call."""
+        self._check_open()
+        decode = self.table.decode_row
+        return (decode(data) for _, data in self._reader.scan(self.table.name))
+
+    def _check_open(self) -> None:
+        pass
+
+
+class TableHandle(TableView):
+    """One state table inside a transaction: ``get``, ``scan``, ``put``, ``delete``, ``clear``."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, table: StateTable, tx: StateTransaction) -> None:
+        super().__init__(table, tx._reader)
+        self._tx = tx
+
+    def put(self, row: Mapping[str, Any]) -> None:
+        """Insert or replace ``row`` (its primary-key columns say which row)."""
+        self._check_open()
+        key, data = self.table.encode_row(row)
+        self._tx._layer.put(self.table.name, key, data)
+
+    def delete(self, key: object) -> None:
+        """Delete the row with primary key ``key`` (nothing happens if there is none)."""
+        self._check_open()
+        self._tx._layer.put(self.table.name, self.table.encode_key(key), None)
+
+    def clear(self) -> None:
+        """Delete every row of the table (captured as one truncate change)."""
+        self._check_open()
+        self._tx._layer.truncate(self.table.name)
+
+    def _check_open(self) -> None:
+        self._tx._check_open()
+
+
+class TxState(Enum):
+    """Where a transaction is in its life."""
+
+    OPEN = "open"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+class StateTransaction:
+    """A unit of writes over several state tables; made by ``StateTables.transaction()``.
+
+    ``on_end`` is called with the transaction's write layer when it commits, None if it aborts.
+
+    After ``commit``: ``changes`` are the captured changes (for the changelog) and ``writes``
+    and ``truncated`` the encoded writes for ``StateStore.apply``.
+    """
+
+    def __init__(
+        self,
+        tables: Mapping[str, StateTable],
+        committed: LayeredReader,
+        on_end: Callable[[WriteLayer | None], None],
+    ) -> None:
+        self._tables = tables
+        self._committed = committed
+        self._on_end = on_end
+        self._layer = WriteLayer()
+        self._reader = LayeredReader(committed.store, [*committed.layers, self._layer])
+        self.state = TxState.OPEN
+        self.changes: list[CapturedChange] = []
+
+    def table(self, table: StateTable | str) -> TableHandle:
+        """The handle to read and write ``table`` in this transaction."""
+        name = table if isinstance(table, str) else table.name
+        if name not in self._tables:
+            raise KeyError(f"no state table {name!r}; declared: {sorted(self._tables)}")
+        return TableHandle(self._tables[name], self)
+
+    __getitem__ = table
+
+    @property
+    def writes(self) -> TableWrites:
+        """The encoded writes: per table, per key, the final row (None: deleted)."""
+        return self._layer.table_writes()
+
+    @property
+    def truncated(self) -> frozenset[str]:
+        """The tables this transaction cleared (before its writes)."""
+        return self._layer.truncated_tables()
+
+    def preview(self) -> list[CapturedChange]:
+        """The changes ``commit`` would return now, without ending the transaction."""
+        self._check_open()
+        return self._capture()
+
+    def commit(self) -> list[CapturedChange]:
+        """End the transaction, making its writes the committed state; return its changes."""
+        self._check_open()
+        try:
+            self.changes = self._capture()
+        except BaseException:
+            self.abort()
+            raise
+        self.state = TxState.COMMITTED
+        self._on_end(self._layer)
+        return self.changes
+
+    def abort(self) -> None:
+        """End the transaction, forgetting its writes."""
+        self._check_open()
+        self._layer.clear()
+        self.state = TxState.ABORTED
+        self._on_end(None)
+
+    def _capture(self) -> list[CapturedChange]:
+        layer = self._layer
+        changes = [CapturedChange(t, {}, None, None, ChangeKind.TRUNCATE) for t in layer.truncated]
+        for name, rows in layer.writes.items():
+            table = self._tables[name]
+            cleared = name in layer.truncated
+            for key, after in rows.items():
+                before = None if cleared else self._committed.get(name, key)
+                if before == after:  # no-op: a put then delete of a new key, or the same row
+                    continue
+                changes.append(
+                    CapturedChange.between(
+                        name,
+                        table.decode_key(key),
+                        None if before is None else table.decode_row(before),
+                        None if after is None else table.decode_row(after),
+                    )
+                )
+        return changes
+
+    def _check_open(self) -> None:
+        if self.state is not TxState.OPEN:
+            raise StateTransactionError(f"the state transaction is {self.state.value}")
