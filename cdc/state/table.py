@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
+from decimal import Context, Decimal
 from types import MappingProxyType
 from typing import Any
 
@@ -25,6 +25,8 @@ class StateTable:
     Column types: int, float, str, bool, Decimal, date, datetime, bytes, and dict/list for JSON
     values. Key columns are never None and cannot be dict/list; other columns may be None (or
     absent from a row put). Rows scan in primary-key order (tuple order of the key values).
+    A Decimal column given a scale (as its change events need) holds values at exactly that
+    scale: with scale 2, ``1.5`` is stored as ``1.50`` and ``1.234`` is refused.
     A key may be given as the key-column dict (or a whole row), a tuple of the key values in
     ``key`` order, or the bare value for a one-column key.
     """
@@ -57,9 +59,11 @@ class StateTable:
         self._key_types = tuple(self.columns[c] for c in self.key)
         self.scales: Mapping[str, int] = MappingProxyType(dict(scales or {}))
         """Fractional digits of ``Decimal`` columns, as their change events declare them."""
-        for column in self.scales:
+        for column, scale in self.scales.items():
             if self.columns.get(column) is not Decimal:
                 raise ValueError(f"table {name}: scale given for {column!r}, not a Decimal column")
+            if not isinstance(scale, int) or isinstance(scale, bool) or scale < 0:
+                raise ValueError(f"table {name}: scale of {column!r} must be an int >= 0")
 
     def __repr__(self) -> str:
         return f"StateTable({self.name!r}, key={self.key})"
@@ -100,7 +104,10 @@ class StateTable:
             values = key_codec.decode_key(self._key_types, data)
         except ValueError as exc:
             raise ChangeEventError(f"table {self.name}: stored key: {exc}") from None
-        return dict(zip(self.key, values, strict=True))
+        row = dict(zip(self.key, values, strict=True))
+        for column in self.scales.keys() & row.keys():  # the key codec drops trailing zeros
+            row[column] = self._to_scale(column, row[column])
+        return row
 
     def check_row(self, row: Mapping[str, Any]) -> Row:
         """``row`` with every column checked (absent non-key columns are None)."""
@@ -124,6 +131,19 @@ class StateTable:
         return row_codec.decode_row(self.columns, data, table=self.name)
 
     def _check(self, column: str, value: object, tp: type | None = None) -> Any:
-        return row_codec.check_value(
+        checked = row_codec.check_value(
             tp or self.columns[column], value, table=self.name, column=column
+        )
+        return self._to_scale(column, checked) if column in self.scales else checked
+
+    def _to_scale(self, column: str, value: Decimal) -> Decimal:
+        scale = self.scales[column]
+        if value.is_finite():
+            digits = max(value.adjusted(), 0) + scale + 2
+            scaled = value.quantize(Decimal(1).scaleb(-scale), context=Context(prec=digits))
+            if scaled == value:
+                return scaled
+        raise ChangeEventError(
+            f"table {self.name}: {value} is not a number with at most {scale} decimals",
+            field=column,
         )

@@ -56,17 +56,17 @@ class TableHandle(TableView):
         """Insert or replace ``row`` (its primary-key columns say which row)."""
         self._check_open()
         key, data = self.table.encode_row(row)
-        self._tx._layer.put(self.table.name, key, data)
+        self._tx._write(self.table.name, key, data)
 
     def delete(self, key: object) -> None:
         """Delete the row with primary key ``key`` (nothing happens if there is none)."""
         self._check_open()
-        self._tx._layer.put(self.table.name, self.table.encode_key(key), None)
+        self._tx._write(self.table.name, self.table.encode_key(key), None)
 
     def clear(self) -> None:
         """Delete every row of the table (captured as one truncate change)."""
         self._check_open()
-        self._tx._layer.truncate(self.table.name)
+        self._tx._write(self.table.name, None, None)
 
     def _check_open(self) -> None:
         self._tx._check_open()
@@ -102,6 +102,7 @@ class StateTransaction:
         self._reader = LayeredReader(committed.store, [*committed.layers, self._layer])
         self.state = TxState.OPEN
         self.changes: list[CapturedChange] = []
+        self._preview: list[CapturedChange] | None = None
 
     def table(self, table: StateTable | str) -> TableHandle:
         """The handle to read and write ``table`` in this transaction."""
@@ -125,13 +126,15 @@ class StateTransaction:
     def preview(self) -> list[CapturedChange]:
         """The changes ``commit`` would return now, without ending the transaction."""
         self._check_open()
-        return self._capture()
+        if self._preview is None:
+            self._preview = self._capture()
+        return list(self._preview)
 
     def commit(self) -> list[CapturedChange]:
         """End the transaction, making its writes the committed state; return its changes."""
         self._check_open()
         try:
-            self.changes = self._capture()
+            self.changes = self._preview if self._preview is not None else self._capture()
         except BaseException:
             self.abort()
             raise
@@ -145,6 +148,14 @@ class StateTransaction:
         self._layer.clear()
         self.state = TxState.ABORTED
         self._on_end(None)
+
+    def _write(self, table: str, key: bytes | None, value: bytes | None) -> None:
+        """Buffer a put (a delete if ``value`` is None), or clear ``table`` if ``key`` is None."""
+        self._preview = None
+        if key is None:
+            self._layer.truncate(table)
+        else:
+            self._layer.put(table, key, value)
 
     def _capture(self) -> list[CapturedChange]:
         layer = self._layer

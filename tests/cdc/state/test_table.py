@@ -132,3 +132,29 @@ def test_encoding_is_compact_json_of_non_null_columns() -> None:
     at = datetime(2024, 5, 1, 12, 30, tzinfo=timezone(timedelta(hours=2)))
     _, data = ALL_TYPES.encode_row({"id": 7, "d": Decimal("1.50"), "at": at, "s": None})
     assert data == b'{"id":7,"d":"1.50","at":"2024-05-01T12:30:00+02:00"}'
+
+
+def test_decimal_columns_with_a_scale_hold_values_at_that_scale() -> None:
+    prices = StateTable(
+        "prices",
+        {"amount": Decimal, "note": str, "rate": Decimal},
+        key="amount",
+        scales={"amount": 2, "rate": 0},
+    )
+    key, data = prices.encode_row({"amount": Decimal("1.5"), "rate": 7})
+    assert str(prices.decode_row(data)["amount"]) == "1.50"
+    assert str(prices.decode_key(key)["amount"]) == "1.50"  # the key codec drops the zero
+    assert prices.key_of(Decimal("1.500")) == {"amount": Decimal("1.50")}
+    bad_rows: list[tuple[dict[str, Any], str]] = [
+        ({"amount": Decimal("1.234")}, "amount"),
+        ({"amount": 1, "rate": Decimal("0.5")}, "rate"),
+        ({"amount": Decimal("NaN")}, "amount"),
+    ]
+    for bad, field in bad_rows:
+        with pytest.raises(ChangeEventError, match="at most") as info:
+            prices.encode_row(bad)
+        assert info.value.field == field
+    with pytest.raises(ValueError, match="not a Decimal column"):
+        StateTable("t", {"a": int, "b": str}, key="a", scales={"b": 2})
+    with pytest.raises(ValueError, match=">= 0"):
+        StateTable("t", {"a": int, "b": Decimal}, key="a", scales={"b": -1})

@@ -187,3 +187,20 @@ def test_unknown_table_is_a_key_error(tables: StateTables) -> None:
         tx.table("nope")
     with pytest.raises(ValueError, match="twice"):
         StateTables(tables.store, [ACCOUNTS, ACCOUNTS])
+
+
+def test_preview_shows_the_changes_without_ending_the_transaction(tables: StateTables) -> None:
+    tx = tables.begin()
+    tx[ACCOUNTS].put(acct(1, "ann", "11"))
+    first = tx.preview()
+    assert [c.kind for c in first] == [ChangeKind.UPDATE]
+    assert tables.view(ACCOUNTS).get(1) == acct(1, "ann", "10.00")  # still not committed
+    tx[ACCOUNTS].delete(2)  # a later write changes the preview
+    preview = tx.preview()
+    assert [c.kind for c in preview] == [ChangeKind.UPDATE, ChangeKind.DELETE]
+    assert tx.commit() == preview
+    tx2 = tables.begin()
+    tx2[ACCOUNTS].put(acct(5, "x", "1"))
+    assert len(tx2.preview()) == 1
+    tx2.abort()  # the changelog encoding failed: nothing happened
+    assert tables.view(ACCOUNTS).get(5) is None
