@@ -45,6 +45,26 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_process(args: argparse.Namespace) -> int:
+    from replay import process_command
+
+    return process_command.run(args)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from replay.demo import DemoSettings, run_demo
+
+    out = Path(args.out).resolve()
+    stream_url = (
+        f"kafka://{args.bootstrap_servers}" if args.bootstrap_servers else f"local://{out}/log"
+    )
+    settings = DemoSettings(
+        out_dir=out, stream_url=stream_url, payments=args.payments, customers=args.customers,
+        tickets=args.tickets, seed=args.seed, spark_master=args.master,
+    )  # fmt: skip
+    return run_demo(settings)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every sub-command."""
     parser = argparse.ArgumentParser(
@@ -64,6 +84,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--controller-port", type=int, default=0, help="KRaft controller port")
     p.add_argument("--data-dir", help="storage and logs (default: <cache>/kafka)")
     p.set_defaults(handler=_cmd_broker)
+
+    p = sub.add_parser("demo", help="the seeds' scenario end to end, on embedded defaults")
+    p.add_argument("--out", default="demo-output", help="where the demo writes everything")
+    p.add_argument("--bootstrap-servers", help="use this Kafka instead of the embedded local log")
+    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--payments", type=int, default=200_000)
+    p.add_argument("--customers", type=int, default=20_000)
+    p.add_argument("--tickets", type=int, default=50_000)
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(handler=_cmd_demo)
+
+    from replay import process_command
+
+    p = sub.add_parser("process", help="run an example processor over a stream until idle")
+    process_command.add_arguments(p)
+    p.set_defaults(handler=_cmd_process)
     return parser
 
 

@@ -1,0 +1,196 @@
+"""``replicator demo``: the seeds' scenario end to end, on embedded defaults.
+
+1. generate payments and movie-ticket sales (with a few malformed payments);
+2. run the event processor in a child process: payments counted per customer, tickets per title,
+   every write captured on the changelog;
+3. kill it with SIGKILL mid-stream, delete its local store, restart it: it restores from the
+   changelog and finishes; the state is checked against a reference computed from the input;
+4. replay the changelog on Spark (see :mod:`replay.demo_replay`).
+Exit status 0 only if every check held.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from cdc.demo_workload import (
+    PAYMENTS_TOPIC,
+    TICKET_SALES_TOPIC,
+    payment_events,
+    produce,
+    reference_payments,
+    reference_tickets,
+    ticket_events,
+)
+from cdc.examples import PAYMENTS_PER_CUSTOMER, TICKETS_SOLD
+from cdc.state import StateTables, open_state_store
+from cdc.streams.protocol import EventStream
+from cdc.streams.registry import open_stream
+
+PROCESSOR_ID = "demo"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    out_dir: Path
+    stream_url: str
+    payments: int
+    customers: int
+    tickets: int
+    seed: int
+    spark_master: str | None
+
+
+def _processor(settings: DemoSettings, store: Path) -> subprocess.Popen[str]:
+    cmd = [
+        sys.executable, "-m", "replay.cli", "process", "--stream", settings.stream_url,
+        "--store", f"rocksdb://{store}", "--id", PROCESSOR_ID, "--idle-timeout", "2",
+    ]  # fmt: skip
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _consumed(stream: EventStream) -> int:
+    return sum(
+        sum(stream.committed_positions(PROCESSOR_ID, topic).values())
+        for topic in (PAYMENTS_TOPIC, TICKET_SALES_TOPIC)
+    )
+
+
+def generate(settings: DemoSettings, stream: EventStream, console: Console) -> None:
+    stream.ensure_topic(PAYMENTS_TOPIC, 4)
+    stream.ensure_topic(TICKET_SALES_TOPIC, 2)
+    with Progress(console=console) as progress:
+        task = progress.add_task("generating input", total=settings.payments + settings.tickets)
+        advance = lambda n: progress.advance(task, n)  # noqa: E731
+        produce(stream, PAYMENTS_TOPIC,
+                payment_events(settings.payments, settings.customers, settings.seed),
+                key="customer_id", progress=advance)  # fmt: skip
+        produce(stream, TICKET_SALES_TOPIC, ticket_events(settings.tickets, settings.seed),
+                key="title", progress=advance)  # fmt: skip
+
+
+def crash_and_restore(
+    settings: DemoSettings, stream: EventStream, console: Console, checks: list[Check]
+) -> None:
+    store = settings.out_dir / "state"
+    total = settings.payments + settings.tickets
+    child = _processor(settings, store)
+    with Progress(console=console) as progress:
+        task = progress.add_task("processing (until the crash)", total=total)
+        while child.poll() is None:
+            done = _consumed(stream)
+            progress.update(task, completed=done)
+            if done >= total // 2:
+                child.kill()  # SIGKILL: a real crash, no clean shutdown
+                break
+            time.sleep(0.2)
+    child.wait()
+    at = _consumed(stream)
+    killed = child.returncode == -9
+    checks.append(Check("processor killed mid-stream", killed and at < total,
+                        f"SIGKILL after {at} of {total} input events were committed"))  # fmt: skip
+    shutil.rmtree(store, ignore_errors=True)
+    console.print(f"[yellow]crashed[/] at {at}/{total} committed events; local store deleted")
+    child = _processor(settings, store)
+    out, err = child.communicate()
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    started: dict[str, Any] = next((x for x in lines if x["event"] == "started"), {})
+    finished: dict[str, Any] = next((x for x in lines if x["event"] == "done"), {})
+    ok = child.returncode == 0 and bool(started) and bool(finished)
+    restored, seconds = started.get("restored_events", 0), started.get("restore_seconds", 0.0)
+    rate = f"{restored / seconds:,.0f} events/s" if seconds else "-"
+    checks.append(Check("restored from the changelog and finished", ok,
+                        f"restored {restored} changelog events in {seconds}s ({rate}); "
+                        f"then processed {finished.get('events', '?')} events"
+                        + ("" if ok else f"; stderr: {err[-500:]}")))  # fmt: skip
+    check_state(settings, store, checks)
+
+
+def check_state(settings: DemoSettings, store: Path, checks: list[Check]) -> None:
+    state = StateTables(
+        open_state_store(f"rocksdb://{store}"), [PAYMENTS_PER_CUSTOMER, TICKETS_SOLD]
+    )
+    try:
+        payments = {
+            r["customer_id"]: (r["payments"], r["total_amount"])
+            for r in state.view(PAYMENTS_PER_CUSTOMER).scan()
+        }
+        tickets = {
+            r["title"]: (r["tickets_sold"], r["total_ticket_value"])
+            for r in state.view(TICKETS_SOLD).scan()
+        }
+    finally:
+        state.store.close()
+    want_p = reference_payments(
+        payment_events(settings.payments, settings.customers, settings.seed)
+    )
+    want_t = reference_tickets(ticket_events(settings.tickets, settings.seed))
+    checks.append(_compare("payments per customer equal the reference", payments, want_p))
+    checks.append(_compare("tickets sold per title equal the reference", tickets, want_t))
+
+
+def _compare(
+    name: str, got: dict[str, tuple[int, Decimal]], want: dict[str, tuple[int, Decimal]]
+) -> Check:
+    wrong = sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
+    detail = f"{len(got)} rows" if not wrong else (
+        f"{len(wrong)} rows differ, first {wrong[0]}: got {got.get(wrong[0])}, "
+        f"want {want.get(wrong[0])}"
+    )  # fmt: skip
+    return Check(name, not wrong, detail)
+
+
+def report(checks: list[Check], console: Console) -> int:
+    table = Table(title="demo checks")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail")
+    for c in checks:
+        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]FAILED[/]", c.detail)
+    console.print(table)
+    failed = [c.name for c in checks if not c.ok]
+    if failed:
+        console.print(f"[red]demo failed:[/] {'; '.join(failed)}")
+        return 1
+    console.print("[green]every check held[/]")
+    return 0
+
+
+def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
+    """Run the whole demo; 0 if every check held."""
+    console = console or Console()
+    if settings.out_dir.exists():
+        shutil.rmtree(settings.out_dir)
+    settings.out_dir.mkdir(parents=True)
+    stream = open_stream(settings.stream_url)
+    checks: list[Check] = []
+    started = time.monotonic()
+    try:
+        generate(settings, stream, console)
+        crash_and_restore(settings, stream, console, checks)
+        from replay.demo_replay import replay_and_verify
+
+        replay_and_verify(settings, stream, console, checks)
+    finally:
+        stream.close()
+    console.print(f"demo took {time.monotonic() - started:.1f}s; output in {settings.out_dir}")
+    return report(checks, console)
