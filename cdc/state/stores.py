@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cdc.state.errors import StateStoreError
@@ -15,9 +16,14 @@ _FLAGS = {"true": True, "1": True, "false": False, "0": False}
 def _rocksdb_location(url: str) -> tuple[str, bool]:
     """The path and ``sync`` flag of a ``rocksdb:`` URL."""
     parts = urlsplit(url)
-    path = unquote(parts.path)
-    if parts.netloc or not path.startswith("/"):
-        raise StateStoreError(f"a RocksDB store URL is rocksdb:///absolute/path, not {url!r}")
+    path = unquote(parts.netloc + parts.path)
+    if parts.netloc:  # rocksdb://relative/dir, like local://relative/dir
+        path = os.path.abspath(path)
+    if not path.startswith("/"):
+        raise StateStoreError(
+            f"a RocksDB store URL is rocksdb:///absolute/path or rocksdb://relative/path, "
+            f"not {url!r}"
+        )
     options = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
     unknown = set(options) - {"sync"}
     if unknown or options.get("sync", "true").lower() not in _FLAGS:

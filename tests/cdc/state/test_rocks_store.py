@@ -146,10 +146,18 @@ def test_a_store_in_use_is_not_called_corrupt(tmp_path: Path) -> None:
     store.close()
 
 
+def test_relative_url_resolves_against_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = open_state_store("rocksdb://rel/store")
+    store.close()
+    assert (tmp_path / "rel" / "store").is_dir()
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("rocksdb://relative/path", "absolute"),
         ("rocksdb:relative", "absolute"),
         ("rocksdb:///tmp/x?sync=maybe", "sync=true|false"),
         ("rocksdb:///tmp/x?cache=1", "sync=true|false"),
