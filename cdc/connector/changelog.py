@@ -109,6 +109,8 @@ class ChangelogConnector:
         origin: InputOrigin,
         txn: TransactionCounter,
         cleared_rows: Mapping[str, Sequence[Row]] | None = None,
+        *,
+        snapshot: bool = False,
     ) -> list[OutRecord]:
         """The changelog records of one committed state transaction.
 
@@ -122,6 +124,8 @@ class ChangelogConnector:
             source = sources.get(name)
             if source is None:
                 source = sources[name] = self.source(name, origin, txn.txn_id, txn.seq)
+                if snapshot:
+                    source["snapshot"] = "true"
             ts = int(source["ts_ms"])  # type: ignore[call-overload]
             if change.kind is ChangeKind.TRUNCATE:
                 for partition in range(self.partitions):

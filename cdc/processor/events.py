@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,18 +31,35 @@ class InputEvent:
 Decoder = Callable[[StreamRecord], InputEvent]
 
 
+_DECODER = json.JSONDecoder(parse_float=Decimal)
+# A JSON text starts with whitespace, a value, or a BOM/UTF-16/32 byte; keys starting with any
+# other ASCII letter (ids like "c17") are text without paying for a failed parse.
+_NOT_JSON_START = frozenset(b"abcdeghijklmopqrsuvwxyzABCDEFGHJKLMOPQRSTUVWXYZ")
+
+
+def _loads(data: bytes) -> Any:
+    """``json.loads(data, parse_float=Decimal)`` without building a decoder per call."""
+    return _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
+
+
+def _key(raw: bytes) -> Any:
+    if not raw or raw[0] not in _NOT_JSON_START:
+        try:
+            return _loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            pass
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw
+
+
 def json_decoder(record: StreamRecord) -> InputEvent:
     """Decode the value as JSON (non-integral numbers as ``Decimal``, never float); the key as
     JSON when it is JSON, else as text (else bytes)."""
-    key: Any = record.key
-    if key is not None:
-        try:
-            key = json.loads(key, parse_float=Decimal)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            with contextlib.suppress(UnicodeDecodeError):
-                key = key.decode()
+    key = None if record.key is None else _key(record.key)
     try:
-        value = None if record.value is None else json.loads(record.value, parse_float=Decimal)
+        value = None if record.value is None else _loads(record.value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RejectEvent(f"not JSON: {exc}") from exc
     return InputEvent(

@@ -154,3 +154,27 @@ def test_restart_restores_from_the_changelog(
     assert report.events == 200  # committed input positions: nothing processed twice
     assert state_of(again) == expected_totals(first + second)
     again.close()
+
+
+def test_snapshot_writes_every_row_as_a_read_event(stream: LocalLog) -> None:
+    stream.ensure_topic("payments-in", 1)
+    events = payments(100, seed=5)
+    produce(stream, "payments-in", [json.dumps(e).encode() for e in events])
+    processor = make_processor(stream, "memory://")
+    processor.start()
+    processor.run(idle_timeout_s=0.3)
+    topic = processor.connector.topics[PAYMENTS_PER_CUSTOMER.name]
+    before = {p: stream.bounds(topic, p).end for p in range(stream.partition_count(topic))}
+    rows = processor.emit_snapshot()
+    assert rows == len(expected_totals(events))
+    reads = [
+        parse_value(r.value, key=r.key)
+        for p, start in before.items()
+        for r in stream.read(topic, p, start)
+    ]
+    assert {e.op for e in reads if isinstance(e, ChangeEvent)} == {Op.READ}
+    assert all(isinstance(e, ChangeEvent) and e.source.snapshot == "true" for e in reads)
+    got = {e.after["customer_id"]: (e.after["payments"], e.after["total_amount"])
+           for e in reads if isinstance(e, ChangeEvent) and e.after}  # fmt: skip
+    assert got == expected_totals(events)
+    processor.close()
