@@ -1,0 +1,79 @@
+"""The replicator's ledger as recorded in a Delta table's transaction log.
+
+Each ledger write is a Delta commit whose ``commitInfo.userMetadata`` is the JSON of
+:func:`replay.sinks.ledger.encode_metadata`. Reading it from the commit files of ``_delta_log``
+(the JSON format of the open Delta protocol: one ``<version:020d>.json`` per commit, actions one
+per line) costs no Spark job, which matters because every write checks the ledger first. The
+entries available are those of the commits still in the log (see ``delta.logRetentionDuration``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replay.sinks.ledger import decode_metadata
+from replay.sinks.protocol import LedgerEntry
+
+_COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+
+
+@dataclass(frozen=True)
+class DeltaLedgerEntry:
+    """A ledger entry plus the write sequence number (the Delta ``txnVersion``) it was made with."""
+
+    seq: int
+    entry: LedgerEntry
+    metadata: str
+
+
+def commit_versions(table_dir: Path) -> list[int]:
+    """The versions whose commit files are in the table's log, ascending."""
+    log = table_dir / "_delta_log"
+    if not log.is_dir():
+        return []
+    found = (_COMMIT_FILE.match(p.name) for p in log.iterdir())
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def read_ledger(
+    table: str, table_dir: Path, *, latest_only: bool = False
+) -> list[DeltaLedgerEntry]:
+    """The table's ledger entries, oldest first (only the newest one if ``latest_only``)."""
+    versions = commit_versions(table_dir)
+    entries: list[DeltaLedgerEntry] = []
+    for version in reversed(versions):
+        found = _entry(table, table_dir, version)
+        if found is not None:
+            entries.append(found)
+            if latest_only:
+                break
+    return entries[::-1]
+
+
+def _entry(table: str, table_dir: Path, version: int) -> DeltaLedgerEntry | None:
+    for info in _commit_infos(table_dir / "_delta_log" / f"{version:020d}.json"):
+        metadata = info.get("userMetadata")
+        decoded = decode_metadata(metadata)
+        if decoded is None:
+            return None
+        seq, mode, positions = decoded
+        at_ms = int(info.get("inCommitTimestamp") or info.get("timestamp") or 0)
+        entry = LedgerEntry(table, version, positions, at_ms, mode)
+        return DeltaLedgerEntry(seq, entry, str(metadata))
+    return None
+
+
+def _commit_infos(commit_file: Path) -> Iterator[dict[str, Any]]:
+    """The ``commitInfo`` action of a commit file (Delta writes it first, so this reads little)."""
+    with commit_file.open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.startswith('{"commitInfo"'):
+                action = json.loads(line)["commitInfo"]
+                if isinstance(action, dict):
+                    yield action
+                return

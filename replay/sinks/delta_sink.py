@@ -1,0 +1,268 @@
+"""The Delta Lake sink: one directory, a Delta table per subdirectory, positions in the commits.
+
+Every write of a table is one Delta commit carrying (a) the Delta idempotent-write id
+``txnAppId = replicator/<table>``, ``txnVersion = seq`` (the Delta version the write expects to
+create, so it only grows), and (b) ``userMetadata`` JSON with ``seq``, the mode and the positions
+the table now reflects. So the ledger *is* the table's commit history (read from the Delta log
+without a Spark job by :mod:`replay.sinks.delta_log`): :meth:`history` lists it,
+:meth:`positions` reads the latest entry, and :meth:`read` time-travels to any version.
+
+Exactly-once: a write first reads the latest ledger entry and skips a batch it already covers;
+the txn id additionally makes Delta itself drop the commit of a racing twin that planned the
+same ``seq`` (Delta 4.4's MERGE honours the ``spark.databricks.delta.write.txnAppId/txnVersion``
+session confs; the sink sets them, with the commit's ``userMetadata``, only around its own MERGE).
+
+Merges touch two tables, ``<table>__tombstones`` first and the table second, because Delta has no
+multi-table transactions. That order is safe: tombstones are facts derived from the stream (the
+newest delete position per key), written by an idempotent max-position MERGE, so a crash between
+the two commits only leaves tombstones the retried batch re-derives anyway, while the table and
+its ledger stay at the previous entry (for a replace or truncate, tombstones already cleared,
+which the retry clears again). The tombstone commit deliberately carries no txn id: a retry after
+a crash may be batched differently, and Delta would then wrongly skip its new tombstones.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from delta.tables import DeltaTable
+
+from cdc.streams.protocol import TopicPartition
+from replay.sinks import merge_rules as rules
+from replay.sinks.delta_log import commit_versions, read_ledger
+from replay.sinks.ledger import (
+    VersionUnavailableError,
+    encode_metadata,
+    plan_positions,
+)
+from replay.sinks.protocol import (
+    META_COLUMNS,
+    OP,
+    OP_DELETE,
+    OP_UPSERT,
+    POS,
+    TRUNCATED,
+    LedgerEntry,
+    Positions,
+    TableSpec,
+)
+from replay.spark import Column, DataFrame, F, SparkSession
+
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# The session confs are process-wide state of the shared SparkSession: one writer at a time.
+_SESSION_CONFS = threading.Lock()
+
+
+class DeltaSink:
+    """A :class:`~replay.sinks.protocol.Sink` writing Delta tables under the directory ``root``."""
+
+    def __init__(self, root: str | Path, spark: SparkSession) -> None:
+        self.root = Path(root).resolve()
+        self.url = f"delta://{self.root}"
+        self.spark = spark
+
+    def positions(self, table: str) -> dict[TopicPartition, int]:
+        """The positions the table reflects (empty if it does not exist)."""
+        latest = read_ledger(table, self.root / table, latest_only=True)
+        return dict(latest[0].entry.positions) if latest else {}
+
+    def history(self, table: str) -> list[LedgerEntry]:
+        """The table's ledger entries (its commits still in the Delta log), oldest first."""
+        return [found.entry for found in read_ledger(table, self.root / table)]
+
+    def tables(self) -> list[str]:
+        """The Delta tables under the root directory (without the tombstone tables)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            d.name
+            for d in self.root.iterdir()
+            if (d / "_delta_log").is_dir() and not d.name.endswith(rules.TOMBSTONES_SUFFIX)
+        )
+
+    def replace(self, spec: TableSpec, rows: DataFrame, positions: Positions) -> LedgerEntry | None:
+        """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones."""
+        data = rules.row_columns(spec, rows.columns)
+        planned = self._plan(spec.name, "replace", positions)
+        if planned is None:
+            return None
+        seq, meta, base = planned
+        if POS not in rows.columns:
+            rows = rows.withColumn(POS, F.lit(None).cast("string"))
+        rows = rows.select(*(_col(c) for c in [*data, POS]))
+        empty = self.spark.createDataFrame(
+            [], rows.select(*map(_col, spec.primary_key), POS).schema
+        )
+        self._overwrite(rules.tombstones_table(spec.name), empty, meta, None)
+        self._overwrite(spec.name, rows, meta, seq)
+        return self._committed(spec.name, meta, base)
+
+    def merge(
+        self, spec: TableSpec, changes: DataFrame, positions: Positions
+    ) -> LedgerEntry | None:
+        """Apply a change batch: tombstones first, then one MERGE (or overwrite) of the table."""
+        data = rules.change_columns(spec, changes.columns)
+        planned = self._plan(spec.name, "merge", positions)
+        if planned is None:
+            return None
+        seq, meta, base = planned
+        changes = changes.select(*(_col(c) for c in [*data, *META_COLUMNS])).persist()
+        try:
+            stats = changes.agg(
+                F.coalesce(F.max(F.col(TRUNCATED).cast("int")), F.lit(0)).alias("truncated"),
+                F.count(F.when(F.col(OP) == OP_DELETE, 1)).alias("deletes"),
+            ).first()
+            truncated, deletes = (bool(stats[0]), int(stats[1])) if stats else (False, 0)
+            deleted = changes.filter(F.col(OP) == OP_DELETE).select(
+                *map(_col, spec.primary_key), POS
+            )
+            if truncated or not self._exists(spec.name):
+                upserts = changes.filter(F.col(OP) == OP_UPSERT).select(*map(_col, [*data, POS]))
+                self._overwrite(rules.tombstones_table(spec.name), deleted, meta, None)
+                self._overwrite(spec.name, upserts, meta, seq)
+            else:
+                if deletes or not self._exists(rules.tombstones_table(spec.name)):
+                    self._merge_tombstones(spec, deleted, meta)
+                self._merge_table(spec, data, changes, meta, seq)
+            return self._committed(spec.name, meta, base)
+        finally:
+            changes.unpersist()
+
+    def read(self, table: str, version: int | None = None) -> DataFrame:
+        """The table, or its Delta ``version`` (time travel), without meta columns."""
+        if not self._exists(table):
+            raise VersionUnavailableError(f"no table {table} in {self.url}")
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            if version not in commit_versions(self.root / table):
+                raise VersionUnavailableError(f"table {table} has no version {version} in its log")
+            reader = reader.option("versionAsOf", version)
+        return reader.load(self._path(table)).drop(POS)
+
+    def close(self) -> None:
+        """Nothing to release: the SparkSession belongs to the caller."""
+
+    def _merge_tombstones(self, spec: TableSpec, deleted: DataFrame, meta: str) -> None:
+        """Raise each deleted key's tombstone to the delete's position (idempotent)."""
+        path = self._path(rules.tombstones_table(spec.name))
+        if not self._exists(rules.tombstones_table(spec.name)):
+            self._overwrite(rules.tombstones_table(spec.name), deleted, meta, None)
+            return
+        with _session_confs(self.spark, {USER_METADATA: meta}):
+            (
+                DeltaTable.forPath(self.spark, path)
+                .alias("t")
+                .merge(deleted.alias("s"), _on(spec))
+                .whenMatchedUpdate(rules.NEWER_THAN_ROW, {POS: f"s.{POS}"})
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
+    def _merge_table(
+        self, spec: TableSpec, data: list[str], changes: DataFrame, meta: str, seq: int
+    ) -> None:
+        """One MERGE of the batch, minus upserts older than their key's tombstone."""
+        tombstones = (
+            self.spark.read.format("delta")
+            .load(self._path(rules.tombstones_table(spec.name)))
+            .select(*map(_col, spec.primary_key), F.col(POS).alias(rules.TOMBSTONE_POS))
+        )
+        source = changes.join(tombstones, list(spec.primary_key), "left").filter(
+            rules.NOT_TOMBSTONED
+        )
+        values: dict[str, str | Column] = {_quote(c): f"s.{_quote(c)}" for c in [*data, POS]}
+        confs = {TXN_APP_ID: _app_id(spec.name), TXN_VERSION: str(seq), USER_METADATA: meta}
+        with _session_confs(self.spark, confs):
+            (
+                DeltaTable.forPath(self.spark, self._path(spec.name))
+                .alias("t")
+                .merge(source.alias("s"), _on(spec))
+                .whenMatchedDelete(rules.DELETE_WHEN)
+                .whenMatchedUpdate(rules.UPDATE_WHEN, values)
+                .whenNotMatchedInsert(rules.INSERT_WHEN, values)
+                .execute()
+            )
+
+    def _overwrite(self, table: str, df: DataFrame, meta: str, seq: int | None) -> None:
+        writer = (
+            df.write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .option("userMetadata", meta)
+        )
+        if seq is not None:
+            writer = writer.option("txnAppId", _app_id(table)).option("txnVersion", str(seq))
+        writer.save(self._path(table))
+
+    def _plan(self, table: str, mode: str, positions: Positions) -> tuple[int, str, int] | None:
+        """``(seq, userMetadata, current Delta version)`` of the write; None if already covered.
+
+        ``seq`` (the txnVersion) is the version the write expects to create: it grows with every
+        commit, and stays monotonic even after log cleanup drops old ledger entries.
+        """
+        versions = commit_versions(self.root / table)
+        latest = read_ledger(table, self.root / table, latest_only=True)
+        if mode == "merge" and versions and not latest:
+            raise VersionUnavailableError(
+                f"table {table} has Delta commits but no replicator ledger entry in its log"
+                " (not written by the sink, or its entries expired): replace it first"
+            )
+        record = plan_positions(
+            table, mode, latest[0].entry.positions if latest else None, positions
+        )
+        if record is None:
+            return None
+        base = versions[-1] if versions else -1
+        return base + 1, encode_metadata(base + 1, mode, record), base
+
+    def _committed(self, table: str, meta: str, base: int) -> LedgerEntry | None:
+        """The entry this write (``meta``) committed after version ``base``; None if Delta
+        skipped the write because a racing twin had committed the same txnVersion first."""
+        latest = read_ledger(table, self.root / table, latest_only=True)
+        if latest and latest[0].metadata == meta and latest[0].entry.version > base:
+            return latest[0].entry
+        return None
+
+    def _exists(self, table: str) -> bool:
+        return (self.root / table / "_delta_log").is_dir()
+
+    def _path(self, table: str) -> str:
+        return str(self.root / table)
+
+
+def _app_id(table: str) -> str:
+    return f"replicator/{table}"
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _col(name: str) -> Column:
+    return F.col(_quote(name))
+
+
+def _on(spec: TableSpec) -> str:
+    return " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in spec.primary_key)
+
+
+@contextmanager
+def _session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
+    """Set session confs for one Delta command, then restore them (the session is shared)."""
+    with _SESSION_CONFS:
+        saved = {key: spark.conf.get(key, None) for key in confs}
+        for key, value in confs.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, old in saved.items():
+                if old is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, old)

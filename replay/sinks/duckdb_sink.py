@@ -1,0 +1,140 @@
+"""The DuckDB sink: one database file, its tables, tombstones and offsets ledger.
+
+Spark DataFrames reach DuckDB as Parquet files staged next to the database (Spark writes them in
+bulk, DuckDB reads them with ``read_parquet`` inside the write's transaction: no per-row inserts,
+no Arrow/pandas dependency on the Python side). Every write is one DuckDB transaction holding the
+data, the tombstones and the ledger rows (:mod:`replay.sinks.duckdb_store`), so exactly-once
+follows: a batch whose positions the ledger covers is skipped, and a crash rolls back to the last
+checkpoint. DuckDB keeps only the current version of a table; ``history()`` lists checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from cdc.streams.protocol import TopicPartition
+from replay.sinks.duckdb_store import DuckDBStore, quote
+from replay.sinks.duckdb_types import column_definitions, restored_column, staged_column
+from replay.sinks.ledger import VersionUnavailableError, plan_positions
+from replay.sinks.merge_rules import change_columns, row_columns
+from replay.sinks.protocol import META_COLUMNS, POS, LedgerEntry, Positions, TableSpec
+from replay.spark import DataFrame, F, SparkSession, T
+
+
+class DuckDBSink:
+    """A :class:`~replay.sinks.protocol.Sink` writing to the DuckDB database file ``path``."""
+
+    def __init__(self, path: str | Path, spark: SparkSession) -> None:
+        self.path = Path(path).resolve()
+        self.url = f"duckdb://{self.path}"
+        self.spark = spark
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = duckdb.connect(str(self.path))
+        self.store = DuckDBStore(self._conn)
+
+    def positions(self, table: str) -> dict[TopicPartition, int]:
+        """The positions the table reflects (empty if it does not exist)."""
+        entries = self.store.history(table)
+        return dict(entries[-1].positions) if entries else {}
+
+    def history(self, table: str) -> list[LedgerEntry]:
+        """The table's checkpoints, oldest first (version = checkpoint number)."""
+        return self.store.history(table)
+
+    def tables(self) -> list[str]:
+        """The tables in the database."""
+        return self.store.tables()
+
+    def replace(self, spec: TableSpec, rows: DataFrame, positions: Positions) -> LedgerEntry | None:
+        """Recreate the table from ``rows`` in one transaction; None if the ledger covers it."""
+        data = row_columns(spec, rows.columns)
+        if self._covered(spec.name, "replace", positions):
+            return None
+        if POS not in rows.columns:
+            rows = rows.withColumn(POS, F.lit(None).cast("string"))
+        fields = [rows.schema[c] for c in [*data, POS]]
+        schema = T.StructType(fields[:-1])
+        with self._staged(rows, fields) as files:
+            source = f"SELECT {self._restore(fields)} FROM read_parquet({files})"
+            return self.store.replace(
+                spec, column_definitions(schema), source, positions, schema.json()
+            )
+
+    def merge(
+        self, spec: TableSpec, changes: DataFrame, positions: Positions
+    ) -> LedgerEntry | None:
+        """Apply a change batch in one transaction; None if the ledger covers it."""
+        data = change_columns(spec, changes.columns)
+        if self._covered(spec.name, "merge", positions):
+            return None
+        fields = [changes.schema[c] for c in [*data, *META_COLUMNS]]
+        schema = T.StructType(fields[: len(data)])
+        with self._staged(changes, fields) as files:
+            source = f"SELECT {self._restore(fields)} FROM read_parquet({files})"
+            return self.store.merge(
+                spec, column_definitions(schema), source, positions, schema.json()
+            )
+
+    def read(self, table: str, version: int | None = None) -> DataFrame:
+        """The current table as a Spark DataFrame (DuckDB keeps no older versions)."""
+        schema_json, entries = self.store.spark_schema(table), self.store.history(table)
+        if schema_json is None or not entries:
+            raise VersionUnavailableError(f"no table {table} in {self.url}")
+        if version is not None and version != entries[-1].version:
+            raise VersionUnavailableError(
+                f"DuckDB keeps only the current version ({entries[-1].version}) of table {table};"
+                f" version {version} is not available"
+            )
+        schema = T.StructType.fromJson(json.loads(schema_json))
+        names = ", ".join(quote(f.name) for f in schema.fields)
+        with self._scratch() as scratch:
+            target = scratch / "table.parquet"
+            self._conn.execute(
+                f"COPY (SELECT {names} FROM {quote(table)}) TO {_literal(target)} (FORMAT parquet)"
+            )
+            raw = self.spark.read.parquet(str(target))
+            cols = [F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields]
+            # Materialised before the scratch files go: the result outlives them.
+            return raw.select(*cols).localCheckpoint(eager=True)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self._conn.close()
+
+    def _covered(self, table: str, mode: str, positions: Positions) -> bool:
+        """Pre-check outside the transaction, so a retried batch is not even staged."""
+        entries = self.store.history(table)
+        stored = entries[-1].positions if entries else None
+        return plan_positions(table, mode, stored, positions) is None
+
+    @staticmethod
+    def _restore(fields: Sequence[T.StructField]) -> str:
+        return ", ".join(restored_column(f) for f in fields)
+
+    @contextmanager
+    def _staged(self, df: DataFrame, fields: Sequence[T.StructField]) -> Iterator[str]:
+        """Write ``fields`` of ``df`` as Parquet; yields the ``read_parquet`` file-glob literal."""
+        with self._scratch() as scratch:
+            target = scratch / "batch"
+            df.select(*(staged_column(f) for f in fields)).write.parquet(str(target))
+            yield _literal(target / "*.parquet")
+
+    @contextmanager
+    def _scratch(self) -> Iterator[Path]:
+        scratch = Path(tempfile.mkdtemp(prefix=f".{self.path.name}-stage-", dir=self.path.parent))
+        try:
+            yield scratch
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _literal(path: Path) -> str:
+    """``path`` as a DuckDB string literal."""
+    return "'" + str(path).replace("'", "''") + "'"

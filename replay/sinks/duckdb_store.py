@@ -1,0 +1,199 @@
+"""DuckDB tables, tombstones and the offsets ledger, each write one DuckDB transaction.
+
+Works on an open DuckDB connection (the caller owns it) and on batches given as SQL relations
+(``read_parquet(...)`` of staged files), so the whole write — data, tombstones, ledger — is plain
+SQL between ``BEGIN`` and ``COMMIT``: a crash at any point leaves the table and its ledger at the
+previous commit, never the data behind or ahead of the ledger (tests/replay/sinks kills a
+process mid-merge to check it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from cdc.streams.protocol import TopicPartition
+from replay.sinks import merge_rules as rules
+from replay.sinks.ledger import now_ms, plan_positions
+from replay.sinks.protocol import OP, OP_DELETE, POS, TRUNCATED, LedgerEntry, Positions, TableSpec
+
+LEDGER = "_replicator_ledger"
+CATALOG = "_replicator_tables"
+_BATCH = "_replicator_batch"
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {LEDGER} (table_name VARCHAR NOT NULL, version BIGINT NOT NULL,
+    topic VARCHAR, "partition" INTEGER, next_offset BIGINT, committed_at_ms BIGINT NOT NULL,
+    mode VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS {CATALOG} (table_name VARCHAR PRIMARY KEY,
+    primary_key VARCHAR NOT NULL, spark_schema VARCHAR NOT NULL);
+"""
+Columns = Sequence[tuple[str, str]]
+
+
+def quote(name: str) -> str:
+    """A DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+class DuckDBStore:
+    """Replace/merge/ledger SQL over one DuckDB connection (see the module doc)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        # DuckDB 1.5 writes big appends to the database file before commit ("optimistic
+        # writes"); a SIGKILL while such a commit is written to the WAL replays part of the
+        # transaction (new rows without its deletes or ledger rows: found by the crash test;
+        # cf. duckdb/duckdb#25931). Kept in memory, a big commit goes to the WAL whole, and an
+        # unfinished WAL commit is dropped on replay.
+        conn.execute("SET enable_optimistic_write = false")
+        conn.execute(_SCHEMA)
+
+    def history(self, table: str) -> list[LedgerEntry]:
+        """The table's checkpoints, oldest first."""
+        rows = self.conn.execute(
+            f'SELECT version, topic, "partition", next_offset, committed_at_ms, mode FROM {LEDGER}'
+            ' WHERE table_name = ? ORDER BY version, topic, "partition"',
+            [table],
+        ).fetchall()
+        entries: dict[int, LedgerEntry] = {}
+        for version, topic, partition, offset, at_ms, mode in rows:
+            entry = entries.setdefault(version, LedgerEntry(table, version, {}, at_ms, mode))
+            if topic is not None:
+                entry.positions[TopicPartition(topic, partition)] = offset
+        return list(entries.values())
+
+    def tables(self) -> list[str]:
+        """Every table written through the store."""
+        rows = self.conn.execute(f"SELECT table_name FROM {CATALOG} ORDER BY 1").fetchall()
+        return [r[0] for r in rows]
+
+    def spark_schema(self, table: str) -> str | None:
+        """The Spark schema (JSON) the table was written with, None if there is no such table."""
+        row = self.conn.execute(
+            f"SELECT spark_schema FROM {CATALOG} WHERE table_name = ?", [table]
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def replace(
+        self, spec: TableSpec, columns: Columns, source: str, positions: Positions, schema: str
+    ) -> LedgerEntry | None:
+        """Recreate the table from ``source`` (data columns then ``__pos``), one transaction."""
+        with self._transaction():
+            record = self._plan(spec.name, "replace", positions)
+            if record is None:
+                return None
+            self._create(spec, columns, replace=True)
+            names = ", ".join(quote(c) for c, _ in [*columns, (POS, "")])
+            self.conn.execute(f"INSERT INTO {quote(spec.name)} ({names}) SELECT * FROM ({source})")
+            return self._record(spec, schema, "replace", record)
+
+    def merge(
+        self, spec: TableSpec, columns: Columns, source: str, positions: Positions, schema: str
+    ) -> LedgerEntry | None:
+        """Apply the change batch ``source`` (data and meta columns), one transaction."""
+        with self._transaction():
+            record = self._plan(spec.name, "merge", positions)
+            if record is None:
+                return None
+            self._create(spec, columns, replace=False)
+            table, tombs = quote(spec.name), quote(rules.tombstones_table(spec.name))
+            self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {_BATCH} AS {source}")
+            truncated = self.conn.execute(f"SELECT bool_or({TRUNCATED}) FROM {_BATCH}").fetchone()
+            if truncated and truncated[0]:
+                self.conn.execute(f"DELETE FROM {table}; DELETE FROM {tombs}")
+            keys = ", ".join(quote(k) for k in spec.primary_key)
+            self.conn.execute(
+                f"INSERT INTO {tombs} ({keys}, {POS}) SELECT {keys}, {POS} FROM {_BATCH}"
+                f" WHERE {OP} = '{OP_DELETE}' ON CONFLICT ({keys})"
+                f" DO UPDATE SET {POS} = greatest({POS}, excluded.{POS})"
+            )
+            self.conn.execute(self._merge_sql(spec, [c for c, _ in columns]))
+            self.conn.execute(f"DROP TABLE {_BATCH}")
+            return self._record(spec, schema, "merge", record)
+
+    def _merge_sql(self, spec: TableSpec, data: list[str]) -> str:
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.primary_key)
+        cols = [*data, POS]
+        tombs = quote(rules.tombstones_table(spec.name))
+        return (
+            f"MERGE INTO {quote(spec.name)} t USING (SELECT * FROM (SELECT b.*,"
+            f" x.{POS} AS {rules.TOMBSTONE_POS} FROM {_BATCH} b LEFT JOIN {tombs} x ON "
+            + " AND ".join(f"b.{quote(k)} = x.{quote(k)}" for k in spec.primary_key)
+            + f") WHERE {rules.NOT_TOMBSTONED}) s ON ({on})"
+            f" WHEN MATCHED AND {rules.DELETE_WHEN} THEN DELETE"
+            f" WHEN MATCHED AND {rules.UPDATE_WHEN} THEN UPDATE SET "
+            + ", ".join(f"{quote(c)} = s.{quote(c)}" for c in cols)
+            + f" WHEN NOT MATCHED AND {rules.INSERT_WHEN} THEN INSERT ("
+            + ", ".join(quote(c) for c in cols)
+            + ") VALUES ("
+            + ", ".join(f"s.{quote(c)}" for c in cols)
+            + ")"
+        )
+
+    def _plan(
+        self, table: str, mode: str, positions: Positions
+    ) -> dict[TopicPartition, int] | None:
+        if table.startswith("_replicator_"):
+            raise ValueError(f"table name {table!r} is reserved for the sink's own tables")
+        entries = self.history(table)
+        return plan_positions(table, mode, entries[-1].positions if entries else None, positions)
+
+    def _create(self, spec: TableSpec, columns: Columns, *, replace: bool) -> None:
+        keys = ", ".join(quote(k) for k in spec.primary_key)
+        types = dict(columns)
+        for name, body in (
+            (spec.name, [*columns, (POS, "VARCHAR")]),
+            (
+                rules.tombstones_table(spec.name),
+                [*((k, types[k]) for k in spec.primary_key), (POS, "VARCHAR")],
+            ),
+        ):
+            verb = "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE IF NOT EXISTS"
+            defs = ", ".join(f"{quote(c)} {t}" for c, t in body)
+            self.conn.execute(f"{verb} {quote(name)} ({defs}, PRIMARY KEY ({keys}))")
+        existing = [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main'"
+                " AND table_name = ? ORDER BY ordinal_position",
+                [spec.name],
+            ).fetchall()
+        ]
+        if existing != [c for c, _ in columns] + [POS]:
+            raise ValueError(
+                f"table {spec.name} has columns {existing}; the batch has {[c for c, _ in columns]}"
+                " (schema changes need a replace)"
+            )
+
+    def _record(
+        self, spec: TableSpec, schema: str, mode: str, positions: dict[TopicPartition, int]
+    ) -> LedgerEntry:
+        row = self.conn.execute(
+            f"SELECT coalesce(max(version), -1) + 1 FROM {LEDGER} WHERE table_name = ?", [spec.name]
+        ).fetchone()
+        version, at_ms = int(row[0]) if row else 0, now_ms()
+        rows: list[tuple[object, ...]] = [
+            (spec.name, version, tp.topic, tp.partition, off, at_ms, mode)
+            for tp, off in sorted(positions.items())
+        ]
+        self.conn.executemany(
+            f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows or [(spec.name, version, None, None, None, at_ms, mode)],
+        )
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO {CATALOG} VALUES (?, ?, ?)",
+            [spec.name, json.dumps(list(spec.primary_key)), schema],
+        )
+        return LedgerEntry(spec.name, version, positions, at_ms, mode)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")

@@ -1,0 +1,72 @@
+"""Spark to DuckDB types, and the Parquet hand-over of a DataFrame's columns between the two.
+
+Data moves Spark -> DuckDB as Parquet files (Spark writes them, DuckDB reads them in the write's
+transaction). Top-level timestamps and dates travel as plain integers (microseconds, days since
+the epoch) so that neither the session's Parquet timestamp flavour (INT96) nor its calendar
+rebase settings nor a time zone can shift them; DuckDB turns them back into TIMESTAMPTZ / DATE.
+TIMESTAMP_NTZ travels as Parquet's own zone-less microsecond timestamp.
+"""
+
+from __future__ import annotations
+
+from replay.sinks.duckdb_store import quote
+from replay.spark import Column, F, T
+
+_SIMPLE: dict[type[T.DataType], str] = {
+    T.BooleanType: "BOOLEAN",
+    T.ByteType: "TINYINT",
+    T.ShortType: "SMALLINT",
+    T.IntegerType: "INTEGER",
+    T.LongType: "BIGINT",
+    T.FloatType: "FLOAT",
+    T.DoubleType: "DOUBLE",
+    T.StringType: "VARCHAR",
+    T.CharType: "VARCHAR",
+    T.VarcharType: "VARCHAR",
+    T.BinaryType: "BLOB",
+    T.DateType: "DATE",
+    T.TimestampType: "TIMESTAMPTZ",
+    T.TimestampNTZType: "TIMESTAMP",
+}
+
+
+def duckdb_type(data_type: T.DataType) -> str:
+    """The DuckDB type holding a Spark type's values without loss."""
+    for spark_type, duck in _SIMPLE.items():
+        if isinstance(data_type, spark_type):
+            return duck
+    if isinstance(data_type, T.DecimalType):
+        return f"DECIMAL({data_type.precision},{data_type.scale})"
+    if isinstance(data_type, T.ArrayType):
+        return f"{duckdb_type(data_type.elementType)}[]"
+    if isinstance(data_type, T.MapType):
+        return f"MAP({duckdb_type(data_type.keyType)}, {duckdb_type(data_type.valueType)})"
+    if isinstance(data_type, T.StructType):
+        fields = ", ".join(f"{quote(f.name)} {duckdb_type(f.dataType)}" for f in data_type.fields)
+        return f"STRUCT({fields})"
+    raise TypeError(f"no DuckDB type for Spark type {data_type.simpleString()}")
+
+
+def staged_column(field: T.StructField) -> Column:
+    """The Spark expression writing ``field`` to the Parquet hand-over."""
+    col = F.col(f"`{field.name.replace('`', '``')}`")
+    if isinstance(field.dataType, T.TimestampType):
+        col = F.unix_micros(col)
+    elif isinstance(field.dataType, T.DateType):
+        col = F.unix_date(col)
+    return col.alias(field.name)
+
+
+def restored_column(field: T.StructField) -> str:
+    """The DuckDB expression reading ``field`` back from the Parquet hand-over."""
+    name, data_type = quote(field.name), field.dataType
+    if isinstance(data_type, T.TimestampType):
+        return f"TIMESTAMPTZ '1970-01-01 00:00:00+00' + to_microseconds({name}) AS {name}"
+    if isinstance(data_type, T.DateType):
+        return f"CAST(DATE '1970-01-01' + CAST({name} AS INTEGER) AS DATE) AS {name}"
+    return f"CAST({name} AS {duckdb_type(data_type)}) AS {name}"
+
+
+def column_definitions(schema: T.StructType) -> list[tuple[str, str]]:
+    """``(name, DuckDB type)`` of each column of ``schema``."""
+    return [(f.name, duckdb_type(f.dataType)) for f in schema.fields]

@@ -1,0 +1,117 @@
+"""Delta-specific guarantees: crash between the two tables, Delta-level txn dedup, time travel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from replay.sinks.delta_log import commit_versions
+from replay.sinks.delta_sink import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaSink
+from replay.sinks.ledger import VersionUnavailableError, encode_metadata
+from replay.sinks.merge_rules import tombstones_table
+from tests.replay.sinks.batches import P0, SPEC, SinkFactory, delete, row, snapshot, upsert
+
+pytestmark = pytest.mark.integration
+Factory = Callable[..., Any]
+
+
+def _delta(make_sink: SinkFactory) -> DeltaSink:
+    sink = make_sink("delta")
+    assert isinstance(sink, DeltaSink)
+    return sink
+
+
+def _tombstones(spark: Any, sink: DeltaSink) -> list[tuple[Any, ...]]:
+    path = str(sink.root / tombstones_table(SPEC.name))
+    return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+
+
+def test_crash_between_tombstones_and_table_then_retry(
+    spark: Any, make_sink: SinkFactory, changes: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = _delta(make_sink)
+    sink.merge(SPEC, changes(upsert(1, "a", 1), upsert(2, "b", 2)), {P0: 2})
+    batch = changes(delete(1, 5), upsert(2, "b2", 6), upsert(3, "c", 4))
+    spark.conf.set(USER_METADATA, "the caller's own")
+
+    def crash(*_: Any, **__: Any) -> None:
+        raise RuntimeError("injected crash between the tombstones and the table")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(DeltaSink, "_merge_table", crash)
+        with pytest.raises(RuntimeError, match="injected crash"):
+            sink.merge(SPEC, batch, {P0: 7})
+    assert _tombstones(spark, sink) == [(1, "00000005")]
+    assert sink.positions(SPEC.name) == {P0: 2}
+    assert snapshot(sink) == [row(1, "a"), row(2, "b")]
+
+    entry = sink.merge(SPEC, batch, {P0: 7})
+    assert entry is not None and entry.positions == {P0: 7}
+    assert snapshot(sink) == [row(2, "b2"), row(3, "c")]
+    assert _tombstones(spark, sink) == [(1, "00000005")]
+    assert sink.merge(SPEC, batch, {P0: 7}) is None
+    assert [e.positions for e in sink.history(SPEC.name)] == [{P0: 2}, {P0: 7}]
+    # The shared session's confs are back as they were, after the failure and the success.
+    assert spark.conf.get(USER_METADATA) == "the caller's own"
+    assert spark.conf.get(TXN_APP_ID, None) is None and spark.conf.get(TXN_VERSION, None) is None
+    spark.conf.unset(USER_METADATA)
+
+
+def test_delta_drops_a_twin_write_with_the_same_txn_version(
+    make_sink: SinkFactory, rows: Factory, changes: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A racing twin that read the ledger before our commit reuses its seq: Delta skips it.
+
+    This is what proves that Delta 4.4 honours the txnAppId/txnVersion session confs for MERGE
+    (and the writer options for the bulk replace): the sink's own ledger check is bypassed.
+    """
+    sink = _delta(make_sink)
+    sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
+    assert sink.merge(SPEC, changes(upsert(2, "b", 2)), {P0: 2}) is not None
+    table_dir = sink.root / SPEC.name
+    versions = commit_versions(table_dir)
+
+    def planned_before(version: int) -> Callable[[str, str, Any], tuple[int, str, int]]:
+        """The plan of a twin that read the ledger when the table was at ``version``."""
+        return lambda table, mode, positions: (
+            version + 1,
+            encode_metadata(version + 1, mode, dict(positions)),
+            version,
+        )
+
+    monkeypatch.setattr(sink, "_plan", planned_before(versions[-1] - 1))
+    assert sink.merge(SPEC, changes(upsert(3, "twin", 3)), {P0: 3}) is None
+    assert commit_versions(table_dir) == versions
+    monkeypatch.setattr(sink, "_plan", planned_before(-1))
+    assert sink.replace(SPEC, rows(row(9, "twin")), {P0: 9}) is None
+    assert commit_versions(table_dir) == versions
+    assert snapshot(sink) == [row(1, "a"), row(2, "b")]
+
+
+def test_time_travel_to_every_ledger_entry(
+    make_sink: SinkFactory, rows: Factory, changes: Factory
+) -> None:
+    sink = _delta(make_sink)
+    sink.replace(SPEC, rows(row(1, "a"), row(2, "b")), {P0: 3})
+    sink.merge(SPEC, changes(upsert(1, "A", 4)), {P0: 5})
+    first, second = sink.history(SPEC.name)
+    assert snapshot(sink, first.version) == [row(1, "a"), row(2, "b")]
+    assert snapshot(sink, second.version) == [row(1, "A"), row(2, "b")]
+    with pytest.raises(VersionUnavailableError, match="no version 99"):
+        sink.read(SPEC.name, 99)
+    with pytest.raises(VersionUnavailableError, match="no table missing"):
+        sink.read("missing")
+    assert sink.tables() == [SPEC.name]
+
+
+def test_a_merge_into_a_table_without_ledger_is_refused(
+    spark: Any, make_sink: SinkFactory, changes: Factory
+) -> None:
+    sink = _delta(make_sink)
+    foreign = spark.createDataFrame([(1, "a")], "id BIGINT, name STRING")
+    foreign.write.format("delta").save(str(sink.root / SPEC.name))
+    with pytest.raises(VersionUnavailableError, match="no replicator ledger entry"):
+        sink.merge(SPEC, changes(upsert(2, "b", 1)), {P0: 1})
+    assert sink.positions(SPEC.name) == {} and sink.history(SPEC.name) == []

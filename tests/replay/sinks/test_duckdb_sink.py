@@ -1,0 +1,163 @@
+"""DuckDB specifics: faithful type mapping, the ledger table, one current version only."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from replay.sinks.duckdb_sink import DuckDBSink
+from replay.sinks.ledger import VersionUnavailableError
+from replay.sinks.protocol import TableSpec
+from replay.spark import F
+from tests.replay.sinks.batches import P0, P1, SPEC, SinkFactory, row, snapshot, upsert
+
+pytestmark = pytest.mark.integration
+Factory = Callable[..., Any]
+UTC = dt.UTC
+
+TYPED_SCHEMA = (
+    "id BIGINT, i INT, s SMALLINT, b TINYINT, f FLOAT, d DOUBLE, ok BOOLEAN, txt STRING,"
+    " raw BINARY, day DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ, big DECIMAL(38,10),"
+    " money DECIMAL(9,2), tags ARRAY<INT>, point STRUCT<x: INT, label: STRING>,"
+    " attrs MAP<STRING, BIGINT>"
+)
+DUCKDB_TYPES = [
+    ("id", "BIGINT"),
+    ("i", "INTEGER"),
+    ("s", "SMALLINT"),
+    ("b", "TINYINT"),
+    ("f", "FLOAT"),
+    ("d", "DOUBLE"),
+    ("ok", "BOOLEAN"),
+    ("txt", "VARCHAR"),
+    ("raw", "BLOB"),
+    ("day", "DATE"),
+    ("ts", "TIMESTAMP WITH TIME ZONE"),
+    ("ntz", "TIMESTAMP"),
+    ("big", "DECIMAL(38,10)"),
+    ("money", "DECIMAL(9,2)"),
+    ("tags", "INTEGER[]"),
+    ("point", 'STRUCT(x INTEGER, "label" VARCHAR)'),
+    ("attrs", "MAP(VARCHAR, BIGINT)"),
+    ("__pos", "VARCHAR"),
+]
+TYPED_ROWS = [
+    (
+        1,
+        7,
+        -3,
+        5,
+        1.5,
+        2.25,
+        True,
+        "héllo",
+        b"\x00\xff",
+        dt.date(2024, 5, 6),
+        dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC),
+        dt.datetime(2024, 1, 2, 3, 4, 5, 654321),
+        Decimal("1234567890123456789012345678.0123456789"),
+        Decimal("-12.34"),
+        [1, None, 3],
+        (1, "p"),
+        {"k": 9},
+    ),
+    (
+        2,
+        8,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        dt.date(1000, 1, 1),
+        dt.datetime(1, 1, 1, tzinfo=UTC),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        None,
+        None,
+        None,
+        None,
+        None,
+    ),
+]
+
+
+def _duckdb(make_sink: SinkFactory) -> DuckDBSink:
+    sink = make_sink("duckdb")
+    assert isinstance(sink, DuckDBSink)
+    return sink
+
+
+def _as_json(df: Any) -> list[str]:
+    """Rows rendered by Spark (Python cannot hold timestamps of year 1 in every time zone)."""
+    return sorted(r[0] for r in df.select(F.to_json(F.struct(*df.columns))).collect())
+
+
+def test_spark_types_map_faithfully_to_duckdb_and_back(spark: Any, make_sink: SinkFactory) -> None:
+    sink, spec = _duckdb(make_sink), TableSpec("typed", ("id", "i"))
+    rows = spark.createDataFrame(TYPED_ROWS[:1], TYPED_SCHEMA)
+    sink.replace(spec, rows, {P0: 1})
+    changes = spark.createDataFrame(
+        [(*TYPED_ROWS[1], "u", "00000002", False)],
+        f"{TYPED_SCHEMA}, __op STRING, __pos STRING, __truncated BOOLEAN",
+    )
+    sink.merge(spec, changes, {P0: 2})
+
+    conn = sink.store.conn
+    types = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns"
+        " WHERE table_name = 'typed' ORDER BY ordinal_position"
+    ).fetchall()
+    assert types == DUCKDB_TYPES
+    keys = conn.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints()"
+        " WHERE table_name = 'typed' AND constraint_type = 'PRIMARY KEY'"
+    ).fetchall()
+    assert keys == [(["id", "i"],)]
+    back = sink.read("typed")
+    assert back.schema == spark.createDataFrame([], TYPED_SCHEMA).schema
+    assert _as_json(back) == _as_json(spark.createDataFrame(TYPED_ROWS, TYPED_SCHEMA))
+
+
+def test_ledger_rows_share_the_data_transaction_and_only_the_current_version_reads(
+    make_sink: SinkFactory, changes: Factory
+) -> None:
+    sink = _duckdb(make_sink)
+    sink.merge(SPEC, changes(upsert(1, "a", 1)), {P0: 3, P1: 1})
+    sink.merge(SPEC, changes(upsert(2, "b", 2)), {P1: 2})
+    ledger = sink.store.conn.execute(
+        'SELECT table_name, version, topic, "partition", next_offset, mode'
+        ' FROM _replicator_ledger ORDER BY version, "partition"'
+    ).fetchall()
+    assert ledger == [
+        ("accounts", 0, "db.accounts", 0, 3, "merge"),
+        ("accounts", 0, "db.accounts", 1, 1, "merge"),
+        ("accounts", 1, "db.accounts", 0, 3, "merge"),
+        ("accounts", 1, "db.accounts", 1, 2, "merge"),
+    ]
+    assert snapshot(sink, 1) == [row(1, "a"), row(2, "b")]
+    with pytest.raises(VersionUnavailableError, match=r"only the current version \(1\)"):
+        sink.read(SPEC.name, 0)
+    with pytest.raises(VersionUnavailableError, match="no table missing"):
+        sink.read("missing")
+
+
+def test_a_failed_merge_rolls_back_and_leaves_no_staged_files(
+    spark: Any, make_sink: SinkFactory, changes: Factory
+) -> None:
+    sink = _duckdb(make_sink)
+    sink.merge(SPEC, changes(upsert(1, "a", 1)), {P0: 1})
+    other = spark.createDataFrame(
+        [(2, "x", "u", "00000002", False)],
+        "id BIGINT, other STRING, __op STRING, __pos STRING, __truncated BOOLEAN",
+    )
+    with pytest.raises(ValueError, match="schema changes need a replace"):
+        sink.merge(SPEC, other, {P0: 2})
+    assert sink.positions(SPEC.name) == {P0: 1} and len(sink.history(SPEC.name)) == 1
+    assert snapshot(sink) == [row(1, "a")]
+    assert [p.name for p in sink.path.parent.iterdir() if "-stage-" in p.name] == []
