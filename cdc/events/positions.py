@@ -134,6 +134,7 @@ def sqlserver_position(
 def replicator_position(
     input_topic: str, input_partition: int, input_offset_end: int, commit_seq: int
 ) -> SourcePosition:
-    """The position of this product's own event: its input range end, then its commit sequence."""
-    stream = f"{input_topic}/{input_partition}"
-    return SourcePosition("replicator", (input_offset_end, commit_seq), stream)
+    """The position of this product's own event: its processor's commit sequence, which orders
+    commits across all the processor's input partitions (input offsets of different partitions
+    do not compare); the changelog offset orders a key's changes within one commit."""
+    return SourcePosition("replicator", (commit_seq,), "replicator")

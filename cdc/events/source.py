@@ -133,7 +133,7 @@ class ReplicatorSource(SourceInfo):
         return self
 
     def position(self) -> SourcePosition:
-        """``(input_offset_end, commit_seq)`` within the input topic-partition."""
+        """``(commit_seq,)``: the processor's commits are sequential."""
         return positions.replicator_position(
             self.input_topic, self.input_partition, self.input_offset_end, self.commit_seq
         )

@@ -1,0 +1,114 @@
+"""Full rebuilds from compacted change records: the newest image of every key, decoding only it.
+
+A full rebuild needs, per key, only the newest record: ``latest_records`` finds it from keys,
+offsets and null-ness alone (one ``max_by`` aggregation, no sort), before any value is decoded.
+Truncate candidates (records whose key is null or is the changelog's truncate key) are kept one
+by one; ``rebuild_table`` decodes just those to find truncates, drops per partition every record
+at or before the partition's last truncate, drops keys whose newest record is a tombstone,
+decodes the survivors, keeps per primary key the image with the highest ``__pos`` (a key may
+survive in several partitions after a repartitioning), and drops deletes. Persist the result of
+``latest_records`` when the rebuild's rows, bad records and truncates are all consumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replay.decode import (
+    ERROR,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TOPIC,
+    UNAVAILABLE,
+    Decoded,
+    Decoder,
+    decode_native,
+)
+from replay.decode_schema import TopicSchema
+from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
+from replay.spark import Column, DataFrame, F
+
+TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
+"""Record keys of the changelog's truncate events (schemas on, schemas off)."""
+CANDIDATE, TOMBSTONED, TRUNCATE_OFFSET = "__candidate", "__tombstoned", "__truncate_offset"
+_LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
+
+
+def is_truncate_candidate(key: Column) -> Column:
+    """Records that may be truncates: a null key, or the changelog's truncate key."""
+    return key.isNull() | key.isin(*(F.lit(k) for k in TRUNCATE_KEYS))
+
+
+def latest_records(records: DataFrame) -> DataFrame:
+    """Per (topic, partition, key) the newest record by offset, plus the newest non-tombstone
+    (``__live_offset``/``__live_value``); truncate candidates are kept each on its own."""
+    candidate = is_truncate_candidate(F.col("key"))
+    live_offset = F.when(F.col("value").isNotNull(), F.col("offset"))
+    return (
+        records.withColumn(CANDIDATE, F.when(candidate, F.col("offset")))
+        .groupBy("topic", "partition", "key", CANDIDATE)
+        .agg(
+            F.max("offset").alias("offset"),
+            F.max_by("value", "offset").alias("value"),
+            F.max_by("timestamp_ms", "offset").alias("timestamp_ms"),
+            F.max(live_offset).alias(_LIVE_OFFSET),
+            F.max_by("value", live_offset).alias(_LIVE_VALUE),
+        )
+    )
+
+
+def truncate_offsets(decoded: DataFrame) -> DataFrame:
+    """Per (topic, partition) of decoded changes, the offset of the last truncate."""
+    truncates = decoded.where(F.col(OP) == OP_TRUNCATE)
+    return truncates.groupBy(F.col(TOPIC).alias("topic"), F.col(PARTITION).alias("partition")).agg(
+        F.max(OFFSET).alias(TRUNCATE_OFFSET)
+    )
+
+
+def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
+    """The change with the highest ``__pos`` of every primary key (record key without one)."""
+    keys = [F.col(name) for name in schema.primary_key] or [F.col(KEY)]
+    newest = F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")
+    return decoded.groupBy(*keys).agg(newest).select("newest.*")
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """A rebuilt table: ``rows`` (table columns, ``__pos``, ``__unavailable``), the truncates
+    seen (topic, partition, ``__truncate_offset``) and the bad records (``decode.BAD_COLUMNS``)."""
+
+    rows: DataFrame
+    truncates: DataFrame
+    bad: DataFrame
+
+    def truncated(self) -> bool:
+        """Whether a truncate was seen (runs a Spark job)."""
+        return bool(self.truncates.limit(1).count())
+
+
+def rebuild_table(
+    latest: DataFrame, schema: TopicSchema, decode: Decoder = decode_native
+) -> Rebuild:
+    """The final image of every live key from ``latest_records`` output (see the module doc)."""
+    raw = ["topic", "partition", "offset", "key", "value", "timestamp_ms"]
+    candidates = decode(latest.where(F.col(CANDIDATE).isNotNull()).select(*raw), schema, ())
+    truncates = truncate_offsets(candidates.good)
+    unkeyed = candidates.all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
+    unkeyed = unkeyed.withColumn(
+        ERROR, F.coalesce(F.col(ERROR), F.lit("a change without a record key"))
+    )
+    keyed = latest.where(F.col(CANDIDATE).isNull()).join(
+        F.broadcast(truncates), ["topic", "partition"], "left"
+    )
+    after = F.col(TRUNCATE_OFFSET).isNull() | (F.col(_LIVE_OFFSET) > F.col(TRUNCATE_OFFSET))
+    survivors = keyed.where(after & F.col(_LIVE_OFFSET).isNotNull()).select(
+        "topic", "partition", F.col(_LIVE_OFFSET).alias("offset"), "key",
+        F.col(_LIVE_VALUE).alias("value"), "timestamp_ms",
+        F.col("value").isNull().alias(TOMBSTONED),
+    )  # fmt: skip
+    decoded = decode(survivors, schema, (TOMBSTONED,))
+    winners = newest_per_key(decoded.good.where(F.col(OP) != OP_TRUNCATE), schema)
+    live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
+    rows = live.select(*(c.name for c in schema.columns), POS, UNAVAILABLE)
+    return Rebuild(rows, truncates, Decoded(unkeyed, schema).bad.unionByName(decoded.bad))

@@ -1,0 +1,105 @@
+"""Incremental batches: every record of a batch decoded, and the newest change of each key.
+
+``batch_changes`` gives the frame ``Sink.merge`` takes (see ``replay.sinks.protocol``): at most
+one change per primary key, the one with the highest ``__pos`` (``__op`` ``u`` or ``d``). A
+truncate in the batch clears the table at it: per partition, changes at or before the
+partition's last truncate are dropped, every row is marked ``__truncated``, and one ``t`` row
+(null columns) is added, which sinks apply as the truncate and drop. ``truncates`` gives the
+truncate offsets, for an engine that prefers to split the batch at them.
+
+A column the newest change could not read (``__unavailable``, unchanged TOAST) takes its value
+from the newest older change of the key in the batch that has it; columns no change of the batch
+has stay null and listed in ``__unavailable`` (the sink must keep the stored value for them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replay.bounds import Bound
+from replay.compaction import TRUNCATE_OFFSET, truncate_offsets
+from replay.decode import KEY, OFFSET, PARTITION, TOPIC, UNAVAILABLE, Decoder, decode_native
+from replay.decode_cut import cut_at
+from replay.decode_schema import TopicSchema
+from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
+from replay.spark import DataFrame, F
+
+
+@dataclass(frozen=True)
+class BatchChanges:
+    """``changes`` for ``Sink.merge`` (plus ``__unavailable``), the truncates seen (topic,
+    partition, ``__truncate_offset``) and the bad records (``decode.BAD_COLUMNS``)."""
+
+    changes: DataFrame
+    truncates: DataFrame
+    bad: DataFrame
+
+    def sink_changes(self, schema: TopicSchema) -> DataFrame:
+        """``changes`` without ``__unavailable``: the columns ``Sink.merge`` takes."""
+        return self.changes.select(*(c.name for c in schema.columns), OP, POS, TRUNCATED)
+
+
+def newest_filled(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
+    """Per primary key the change with the highest ``__pos``, unavailable columns filled from
+    the key's older changes (see the module doc)."""
+    keys = [F.col(name) for name in schema.primary_key] or [F.col(KEY)]
+    fillable = [c.name for c in schema.columns if c.codec.may_be_unavailable]
+    aggregates = [F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")]
+    for index, name in enumerate(fillable):
+        available = (F.col(OP) == OP_UPSERT) & ~F.array_contains(UNAVAILABLE, name)
+        at = F.when(available, F.col(POS))
+        aggregates += [F.max_by(name, at).alias(f"__fill{index}"), F.max(at).alias(f"__at{index}")]
+    grouped = decoded.groupBy(*keys).agg(*aggregates)
+    missing = F.col(f"newest.{UNAVAILABLE}")
+    filled = {
+        name: F.when(
+            F.array_contains(missing, name) & F.col(f"__at{i}").isNotNull(), F.col(f"__fill{i}")
+        ).otherwise(F.col(f"newest.{name}"))
+        for i, name in enumerate(fillable)
+    }
+    resolved = F.array_compact(
+        F.array(*(F.when(F.col(f"__at{i}").isNotNull(), F.lit(n)) for i, n in enumerate(fillable)))
+    )
+    columns = [filled.get(n, F.col(f"newest.{n}")).alias(n) for n in decoded.columns]
+    if fillable:
+        columns[decoded.columns.index(UNAVAILABLE)] = F.array_except(missing, resolved).alias(
+            UNAVAILABLE
+        )
+    return grouped.select(*columns)
+
+
+def batch_changes(
+    records: DataFrame,
+    schema: TopicSchema,
+    *,
+    decode: Decoder = decode_native,
+    cut: Bound | None = None,
+) -> BatchChanges:
+    """The newest change per key of a batch of raw records, cut at ``cut`` (a source-position
+    bound) when given (see the module doc)."""
+    decoded = decode(records, schema, ())
+    good = decoded.good if cut is None else cut_at(decoded.good, cut)
+    truncates = truncate_offsets(good)
+    kept = (
+        good.where(F.col(OP) != OP_TRUNCATE)
+        .join(
+            F.broadcast(truncates).withColumnsRenamed({"topic": TOPIC, "partition": PARTITION}),
+            [TOPIC, PARTITION],
+            "left",
+        )
+        .where(F.col(TRUNCATE_OFFSET).isNull() | (F.col(OFFSET) > F.col(TRUNCATE_OFFSET)))
+        .drop(TRUNCATE_OFFSET)
+    )
+    newest = newest_filled(kept, schema)
+    flag = truncates.agg((F.count("*") > 0).alias(TRUNCATED))
+    names = [c.name for c in schema.columns]
+    changes = newest.crossJoin(flag).select(*names, OP, POS, TRUNCATED, UNAVAILABLE)
+    last = good.where(F.col(OP) == OP_TRUNCATE).agg(F.max(POS).alias(POS))
+    marker = last.where(F.col(POS).isNotNull()).select(
+        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
+        F.lit(OP_TRUNCATE).alias(OP),
+        POS,
+        F.lit(True).alias(TRUNCATED),
+        F.array().cast("array<string>").alias(UNAVAILABLE),
+    )
+    return BatchChanges(changes.unionByName(marker), truncates, decoded.bad)

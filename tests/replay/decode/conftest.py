@@ -1,0 +1,130 @@
+"""Factories for the decoding tests: raw record frames, published records, our own changelog."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+
+from cdc.connector.changelog import ChangelogConnector, InputOrigin, TransactionCounter
+from cdc.state.changes import CapturedChange, ChangeKind, Row
+from cdc.state.table import StateTable
+from cdc.streams.partitioner import partition_for
+from replay.sources import RAW_SCHEMA
+from tests.conftest import SHARED_FIXTURES
+
+PUBLISHED = SHARED_FIXTURES
+
+Record = tuple[str, int, int, bytes | None, bytes | None, int]
+"""A raw record: topic, partition, offset, key, value, timestamp_ms."""
+
+
+def published(name: str) -> bytes:
+    """The bytes of one published Debezium record."""
+    return (PUBLISHED / name).read_bytes()
+
+
+def raw_frame(spark: Any, records: Iterable[Record]) -> Any:
+    """A RAW_SCHEMA DataFrame of ``records``."""
+    return spark.createDataFrame(list(records), RAW_SCHEMA)
+
+
+def as_records(topic: str, pairs: Sequence[tuple[bytes | None, bytes | None]]) -> list[Record]:
+    """(key, value) pairs as the records of partition 0 from offset 0."""
+    return [(topic, 0, i, k, v, 1_700_000_000_000 + i) for i, (k, v) in enumerate(pairs)]
+
+
+ACCOUNTS = StateTable(
+    "accounts",
+    {
+        "id": int,
+        "name": str,
+        "balance": Decimal,
+        "opened": date,
+        "seen": datetime,
+        "doc": dict,
+        "blob": bytes,
+        "active": bool,
+        "score": float,
+    },
+    key="id",
+    scales={"balance": 2},
+)
+
+
+def account(id: int, **changes: Any) -> Row:
+    """A row of ``ACCOUNTS`` (``changes`` replace columns)."""
+    row: Row = {
+        "id": id,
+        "name": f"name-{id}",
+        "balance": Decimal("-12345678901234567890123456789012.34"),
+        "opened": date(1969, 12, 31),
+        "seen": datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC),
+        "doc": {"n": [1, 2], "s": "x"},
+        "blob": b"\x00\xff",
+        "active": True,
+        "score": 0.5,
+    }
+    row.update(changes)
+    return row
+
+
+class Changelog:
+    """Changelog records of ``ACCOUNTS`` as the event source connector encodes them, with the
+    offsets a log would give them (one commit per ``commit`` call)."""
+
+    def __init__(self, partitions: int = 1, *, schemas_enable: bool = True) -> None:
+        self.connector = ChangelogConnector(
+            "proc", [ACCOUNTS], partitions=partitions, schemas_enable=schemas_enable
+        )
+        self.topic = self.connector.topics[ACCOUNTS.name]
+        self.partitions = partitions
+        self.records: list[Record] = []
+        self.seq = 0
+        self._next = [0] * partitions
+
+    def commit(self, *changes: CapturedChange, cleared: Sequence[Row] = ()) -> str:
+        """Append one committed transaction; returns its transaction id."""
+        self.seq += 1
+        txn = TransactionCounter("proc", self.seq)
+        origin = InputOrigin("input", 0, self.seq * 10, self.seq * 10 + 1)
+        cleared_rows = {ACCOUNTS.name: list(cleared)} if cleared else None
+        for out in self.connector.encode(list(changes), origin, txn, cleared_rows):
+            partition = out.partition
+            if partition is None:
+                assert out.key is not None
+                partition = partition_for(out.key, self.partitions)
+            offset = self._next[partition]
+            self._next[partition] += 1
+            self.records.append((out.topic, partition, offset, out.key, out.value, offset))
+        return txn.txn_id
+
+    def upsert(self, before: Row | None, after: Row) -> str:
+        return self.commit(
+            CapturedChange.between(ACCOUNTS.name, {"id": after["id"]}, before, after)
+        )
+
+    def delete(self, before: Row) -> str:
+        return self.commit(
+            CapturedChange.between(ACCOUNTS.name, {"id": before["id"]}, before, None)
+        )
+
+    def truncate(self, cleared: Sequence[Row]) -> str:
+        change = CapturedChange(ACCOUNTS.name, {}, None, None, ChangeKind.TRUNCATE)
+        return self.commit(change, cleared=cleared)
+
+
+def by_offset(rows: Iterable[Any]) -> list[Any]:
+    """Decoded rows sorted by (topic, partition, offset)."""
+    return sorted(rows, key=lambda r: (r["__topic"], r["__partition"], r["__offset"]))
+
+
+def json_equal(left: Any, right: Any) -> bool:
+    """Equality of two JSON texts (or lists of them) as JSON values."""
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(json_equal, left, right))
+    if isinstance(left, str) and isinstance(right, str):
+        return bool(json.loads(left) == json.loads(right))
+    return bool(left == right)
