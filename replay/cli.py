@@ -95,7 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(handler=_cmd_demo)
 
-    from replay import process_command
+    from replay import process_command, replay_command
+
+    p = sub.add_parser("replay", help="rebuild or catch up tables from change topics on Spark")
+    replay_command.add_replay_arguments(p)
+    p.set_defaults(handler=lambda a: replay_command.run_replay(a))
+
+    p = sub.add_parser("verify", help="compare two tables: counts, checksum, differing keys")
+    replay_command.add_verify_arguments(p)
+    p.set_defaults(handler=lambda a: replay_command.run_verify(a))
 
     p = sub.add_parser("process", help="run an example processor over a stream until idle")
     process_command.add_arguments(p)

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -130,22 +131,42 @@ def check_state(settings: DemoSettings, store: Path, checks: list[Check]) -> Non
         open_state_store(f"rocksdb://{store}"), [PAYMENTS_PER_CUSTOMER, TICKETS_SOLD]
     )
     try:
-        payments = {
-            r["customer_id"]: (r["payments"], r["total_amount"])
-            for r in state.view(PAYMENTS_PER_CUSTOMER).scan()
-        }
-        tickets = {
-            r["title"]: (r["tickets_sold"], r["total_ticket_value"])
-            for r in state.view(TICKETS_SOLD).scan()
-        }
+        payments = list(state.view(PAYMENTS_PER_CUSTOMER).scan())
+        tickets = list(state.view(TICKETS_SOLD).scan())
     finally:
         state.store.close()
-    want_p = reference_payments(
-        payment_events(settings.payments, settings.customers, settings.seed)
+    want_p, want_t = _references(settings)
+    checks.append(
+        _compare("payments per customer equal the reference", _payments(payments), want_p)
     )
-    want_t = reference_tickets(ticket_events(settings.tickets, settings.seed))
-    checks.append(_compare("payments per customer equal the reference", payments, want_p))
-    checks.append(_compare("tickets sold per title equal the reference", tickets, want_t))
+    checks.append(_compare("tickets sold per title equal the reference", _tickets(tickets), want_t))
+
+
+def check_state_rows(
+    settings: DemoSettings, payment_rows: Sequence[Any], ticket_rows: Sequence[Any]
+) -> tuple[bool, str]:
+    """Whether replicated rows of both tables equal the reference, and how many rows there are."""
+    want_p, want_t = _references(settings)
+    p = _compare("payments", _payments(payment_rows), want_p)
+    t = _compare("tickets", _tickets(ticket_rows), want_t)
+    return p.ok and t.ok, f"payments: {p.detail}; tickets: {t.detail}"
+
+
+def _references(
+    settings: DemoSettings,
+) -> tuple[dict[str, tuple[int, Decimal]], dict[str, tuple[int, Decimal]]]:
+    return (
+        reference_payments(payment_events(settings.payments, settings.customers, settings.seed)),
+        reference_tickets(ticket_events(settings.tickets, settings.seed)),
+    )
+
+
+def _payments(rows: Sequence[Any]) -> dict[str, tuple[int, Decimal]]:
+    return {r["customer_id"]: (r["payments"], r["total_amount"]) for r in rows}
+
+
+def _tickets(rows: Sequence[Any]) -> dict[str, tuple[int, Decimal]]:
+    return {r["title"]: (r["tickets_sold"], r["total_ticket_value"]) for r in rows}
 
 
 def _compare(

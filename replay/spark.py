@@ -52,6 +52,9 @@ def spark_session(
 ) -> SparkSession:
     """Get or create the process's SparkSession with the Kafka source and Delta configured."""
     jars.java_executable()
+    chosen = master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]")
+    if chosen.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, no host lookup
     log4j = jars.cache_dir() / "spark-log4j2.properties"
     log4j.parent.mkdir(parents=True, exist_ok=True)
     log4j.write_text(_LOG4J2)
@@ -75,6 +78,7 @@ def spark_session(
         .config("spark.driver.memory", os.environ.get("REPLICATOR_DRIVER_MEMORY", "4g"))
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))
+        .config("spark.sql.debug.maxToStringFields", "1000")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
