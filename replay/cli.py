@@ -89,9 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="demo-output", help="where the demo writes everything")
     p.add_argument("--bootstrap-servers", help="use this Kafka instead of the embedded local log")
     p.add_argument("--master", help="Spark master (default local[*])")
-    p.add_argument("--payments", type=int, default=200_000)
-    p.add_argument("--customers", type=int, default=20_000)
-    p.add_argument("--tickets", type=int, default=50_000)
+    p.add_argument("--payments", type=int, default=100_000)
+    p.add_argument("--customers", type=int, default=10_000)
+    p.add_argument("--tickets", type=int, default=25_000)
     p.add_argument("--seed", type=int, default=7)
     p.set_defaults(handler=_cmd_demo)
 
