@@ -4,9 +4,9 @@ Each component is zero-padded to a fixed width, so text order is number order:
 
 * PostgreSQL: ``hex16(last commit LSN, else LSN) || hex16(LSN)`` (``source.sequence`` is the
   JSON text ``["<last commit>","<lsn>"]``, LSNs as decimal or ``X/Y`` text);
-* MySQL/MariaDB: ``dec10(binlog file number) || dec20(pos) || dec10(row)``;
+* MySQL/MariaDB: ``dec19(binlog file number) || dec20(pos) || dec10(row)``;
 * SQL Server: ``hex20(commit_lsn) || hex20(change_lsn, else 0) || dec20(event_serial_no)``;
-* replicator: ``dec20(input_offset_end) || dec20(commit_seq)``;
+* replicator: ``dec20(commit_seq)`` (the processor's commits are sequential);
 * other connectors: nothing (stream order only).
 
 The stream position ``dec10(partition) || dec20(offset)`` is always appended as the tiebreaker
@@ -24,6 +24,7 @@ _SQLSERVER_LSN = r"^[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}$"
 
 
 def _dec(value: Column, width: int) -> Column:
+    # Widths hold every value of the column's type (lpad would cut a longer text).
     return F.when(value >= 0, F.lpad(value.cast("string"), width, "0"))
 
 
@@ -70,7 +71,8 @@ def binlog_number(file: Column) -> Column:
 
 def _mysql(source: Column) -> Column:
     row = F.coalesce(source["row"], F.lit(0))
-    return F.concat(_dec(binlog_number(source["file"]), 10), _dec(source["pos"], 20), _dec(row, 10))
+    number = binlog_number(source["file"])
+    return F.concat(_dec(number, 19), _dec(source["pos"], 20), _dec(row, 10))
 
 
 def _sqlserver_lsn(text: Column) -> Column:

@@ -7,18 +7,16 @@ log goes to ``<data_dir>/broker.log``. Used by ``replicator broker`` and the tes
 from __future__ import annotations
 
 import base64
-import contextlib
 import os
-import signal
 import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
-from types import TracebackType
 
 from cdc.errors import SetupError
 from cdc.runtime import jars
+from cdc.runtime.service import LocalService, terminate_group
 
 _SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -68,7 +66,7 @@ def _port_in_use(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-class LocalKafkaBroker:
+class LocalKafkaBroker(LocalService):
     """Starts and stops one KRaft broker; ``bootstrap_servers`` is valid after :meth:`start`."""
 
     def __init__(
@@ -166,19 +164,4 @@ class LocalKafkaBroker:
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def __enter__(self) -> LocalKafkaBroker:
-        self.start()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        terminate_group(process, timeout_s)

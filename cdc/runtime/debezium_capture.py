@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -23,11 +21,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, NoReturn
 
 from cdc.errors import SetupError
 from cdc.runtime import pg_client
+from cdc.runtime.service import LocalService, terminate_group
 
 MARKER_PREFIX = "cdc-replicator.capture-marker"
 """Prefix of the logical decoding messages that mark catch-up; the capture never forwards them."""
@@ -107,7 +105,7 @@ def parse_args(argv: Sequence[str]) -> tuple[CaptureOptions, Path]:
     return options, args.work_dir.resolve()
 
 
-class DebeziumCapture:
+class DebeziumCapture(LocalService):
     """Starts and stops one capture subprocess; a context manager."""
 
     def __init__(self, options: CaptureOptions, work_dir: Path) -> None:
@@ -224,23 +222,7 @@ class DebeziumCapture:
         with contextlib.suppress(OSError):
             assert process.stdin is not None
             process.stdin.close()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-    def __enter__(self) -> DebeziumCapture:
-        self.start()
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        terminate_group(process, timeout_s)
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -22,6 +22,7 @@ from types import TracebackType
 from cdc.errors import SetupError
 from cdc.runtime.broker import free_port
 from cdc.runtime.pg_client import PgEndpoint, connect
+from cdc.runtime.service import LocalService
 
 PG_ROOT = Path("/usr/lib/postgresql")
 _BINARIES = ("initdb", "pg_ctl", "postgres", "pg_isready")
@@ -58,7 +59,7 @@ def find_bin_dir() -> Path:
     )
 
 
-class LocalPostgres:
+class LocalPostgres(LocalService):
     """Initialises, starts and stops one cluster; ``dsn`` is valid after :meth:`start`.
 
     Without ``data_dir`` the cluster lives in a new directory under the system temp dir, removed
@@ -218,10 +219,6 @@ class LocalPostgres:
             errors = [ln for ln in lines if "FATAL" in ln or "ERROR" in ln]
             return (errors[0] if errors else (lines[-1] if lines else ""))[:300]
         return ""
-
-    def __enter__(self) -> LocalPostgres:
-        self.start()
-        return self
 
     def __exit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
