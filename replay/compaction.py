@@ -31,7 +31,8 @@ from replay.spark import Column, DataFrame, F
 
 TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
 """Record keys of the changelog's truncate events (schemas on, schemas off)."""
-CANDIDATE, TOMBSTONED, TRUNCATE_OFFSET = "__candidate", "__tombstoned", "__truncate_offset"
+CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
+TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
 _LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
 
 
@@ -59,10 +60,11 @@ def latest_records(records: DataFrame) -> DataFrame:
 
 
 def truncate_offsets(decoded: DataFrame) -> DataFrame:
-    """Per (topic, partition) of decoded changes, the offset of the last truncate."""
+    """Per (topic, partition) of decoded changes, the offset (and ``__pos``) of the last
+    truncate."""
     truncates = decoded.where(F.col(OP) == OP_TRUNCATE)
     return truncates.groupBy(F.col(TOPIC).alias("topic"), F.col(PARTITION).alias("partition")).agg(
-        F.max(OFFSET).alias(TRUNCATE_OFFSET)
+        F.max(OFFSET).alias(TRUNCATE_OFFSET), F.max(POS).alias(TRUNCATE_POS)
     )
 
 

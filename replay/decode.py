@@ -69,6 +69,13 @@ Decoder = Callable[[DataFrame, TopicSchema, Sequence[str]], Decoded]
 """``decode_native`` or ``decode_fallback.decode_python``."""
 
 
+def _barrier() -> Column:
+    """Always true, but nondeterministic: the optimizer then neither pushes a filter below the
+    projection that holds it nor inlines it, so ``from_json`` and the error checks run once per
+    record instead of once more in every filter on their results."""
+    return F.spark_partition_id() >= 0
+
+
 def _check(condition: Column, reason: str) -> Column:
     return F.when(condition, F.lit(reason))
 
@@ -77,9 +84,9 @@ def _column(
     spec: ColumnSpec, image: Column, key: Column | None, where: Column
 ) -> tuple[Column, Column | None, list[Column]]:
     """(value, unavailable flag, error checks) of one column of the row image ``where``."""
-    raw = image[spec.name]
+    raw = in_image = image[spec.name]
     if key is not None:
-        raw = F.coalesce(raw, key[spec.name])
+        raw = F.coalesce(in_image, key[spec.name])
     codec = spec.codec
     placeholder = codec.placeholder(raw)
     converted = codec.convert(raw)
@@ -92,7 +99,7 @@ def _column(
     value = value.otherwise(converted).cast(codec.spark)
     checks = []
     if not spec.optional and default is None:
-        required = image.isNotNull() & raw.isNull()
+        required = image.isNotNull() & in_image.isNull()
         checks.append(F.when(required, F.concat(where, F.lit(f".{spec.name}: required, null"))))
     if codec.fallible:
         bad = codec.invalid(raw, converted)
@@ -104,7 +111,7 @@ def _column(
 
 def _envelopes(records: DataFrame, schema: TopicSchema, carry: Sequence[str]) -> DataFrame:
     """The parsed envelope parts as columns (references stay small for the column stage)."""
-    text = F.col("value").cast("string")
+    text = F.when(_barrier(), F.col("value").cast("string"))
     v = F.from_json(text, schema.value_type(), _JSON_OPTIONS)
     parsed = records.where(F.col("value").isNotNull()).select(
         "topic", "partition", "offset", "key", "value", *carry, v.alias("v")
@@ -156,7 +163,7 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     ]
     if schema.key:
         checks.append(_check(F.col("__bad_key").isNotNull(), "the record key is not valid"))
-    position = event_position(source, F.col("partition"), F.col("offset"))
+    position = event_position(source, F.col("partition"), F.col("offset"), schema.connector)
     checks.append(_check(position.isNull(), "no source position (source fields missing)"))
     errors = F.array_compact(F.array(_check(F.col("__corrupt"), "not a valid record"), *checks))
     transaction = F.coalesce(
@@ -176,7 +183,7 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
         source.alias(SOURCE),
         F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION),
         F.col("offset").alias(OFFSET), F.col("key").alias(KEY),
-        F.when(F.size(errors) > 0, F.array_join(errors, "; ")).alias(ERROR),
+        F.when(_barrier() & (F.size(errors) > 0), F.array_join(errors, "; ")).alias(ERROR),
         F.col("value").alias(VALUE),
         *carry,
     )  # fmt: skip

@@ -17,7 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from replay.bounds import Bound
-from replay.compaction import TRUNCATE_OFFSET, truncate_offsets
+from replay.compaction import (
+    TRUNCATE_OFFSET,
+    TRUNCATE_POS,
+    is_truncate_candidate,
+    truncate_offsets,
+)
 from replay.decode import KEY, OFFSET, PARTITION, TOPIC, UNAVAILABLE, Decoder, decode_native
 from replay.decode_cut import cut_at
 from replay.decode_schema import TopicSchema
@@ -79,7 +84,11 @@ def batch_changes(
     bound) when given (see the module doc)."""
     decoded = decode(records, schema, ())
     good = decoded.good if cut is None else cut_at(decoded.good, cut)
-    truncates = truncate_offsets(good)
+    # Truncates are found among the few records that can be truncates, decoded on their own.
+    candidates = decode(records.where(is_truncate_candidate(F.col("key"))), schema, ()).good
+    if cut is not None:
+        candidates = cut_at(candidates, cut)
+    truncates = truncate_offsets(candidates)
     kept = (
         good.where(F.col(OP) != OP_TRUNCATE)
         .join(
@@ -91,10 +100,10 @@ def batch_changes(
         .drop(TRUNCATE_OFFSET)
     )
     newest = newest_filled(kept, schema)
-    flag = truncates.agg((F.count("*") > 0).alias(TRUNCATED))
+    last = truncates.agg(F.max(TRUNCATE_POS).alias(POS))
+    flag = last.select(F.col(POS).isNotNull().alias(TRUNCATED))
     names = [c.name for c in schema.columns]
     changes = newest.crossJoin(flag).select(*names, OP, POS, TRUNCATED, UNAVAILABLE)
-    last = good.where(F.col(OP) == OP_TRUNCATE).agg(F.max(POS).alias(POS))
     marker = last.where(F.col(POS).isNotNull()).select(
         *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
         F.lit(OP_TRUNCATE).alias(OP),

@@ -3,9 +3,10 @@
 A Connect ``Decimal`` travels as base64 text of the big-endian two's-complement unscaled value.
 Its hex text, stripped of redundant sign-extension bytes, is read as at most two 64-bit chunks
 with ``conv`` (exact, unsigned) and combined in DECIMAL(38,0). A negative number is read through
-its one's complement (``translate`` of the hex digits: ``-(~x) - 1``), so that no intermediate is
-larger than the result. Invalid base64, empty bytes, and values beyond DECIMAL(38) give null,
-which the decoder reports as a bad value instead of failing the job.
+its one's complement (``translate`` of the hex digits: ``-1 - ~x``), so that no intermediate is
+larger than the result, and nothing is negated (Spark rounds a negated 35+ digit decimal).
+Invalid base64, empty bytes, and values beyond DECIMAL(38) give null, which the decoder reports
+as a bad value instead of failing the job.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def unscaled_from_base64(text: Column) -> Column:
     magnitude = _unsigned(
         F.when(negative, F.translate(hex_text, _HEX, _HEX[::-1])).otherwise(hex_text)
     )
-    value = F.when(negative, -F.try_add(magnitude, F.lit(Decimal(1)))).otherwise(magnitude)
+    # -(magnitude + 1), subtracting: Spark negates wide decimals with 34-digit rounding.
+    value = F.when(negative, F.try_subtract(F.lit(Decimal(-1)), magnitude)).otherwise(magnitude)
     return F.when(F.length(hex_text) > 0, value.cast(UNSCALED_TYPE))
 
 
@@ -71,9 +73,9 @@ def decimal_from_base64(text: Column, target: T.DecimalType) -> Column:
 
 def plain_decimal_text(unscaled: Column, scale: Column) -> Column:
     """``unscaled * 10**-scale`` as plain decimal text (``format(Decimal, "f")``: no exponent)."""
-    digits = F.abs(unscaled).cast("string")
+    digits = F.regexp_replace(unscaled.cast("string"), "^-", "")
     sign = F.when(unscaled < 0, F.lit("-")).otherwise(F.lit(""))
-    padded = F.lpad(digits, scale + 1, "0")
+    padded = F.lpad(digits, F.greatest(F.length(digits), scale + 1), "0")
     length = F.length(padded)
     fractional = F.concat(F.left(padded, length - scale), F.lit("."), F.right(padded, scale))
     whole = F.concat(digits, F.repeat(F.lit("0"), -scale))

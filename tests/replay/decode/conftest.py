@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
+
+import pytest
 
 from cdc.connector.changelog import ChangelogConnector, InputOrigin, TransactionCounter
 from cdc.state.changes import CapturedChange, ChangeKind, Row
@@ -16,6 +18,16 @@ from replay.sources import RAW_SCHEMA
 from tests.conftest import SHARED_FIXTURES
 
 PUBLISHED = SHARED_FIXTURES
+
+
+@pytest.fixture(autouse=True)
+def _few_shuffle_partitions(spark: Any) -> Iterator[None]:
+    """Two shuffle partitions while these tests run: their data is tiny, tasks cost time."""
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "2")
+    yield
+    spark.conf.set("spark.sql.shuffle.partitions", previous)
+
 
 Record = tuple[str, int, int, bytes | None, bytes | None, int]
 """A raw record: topic, partition, offset, key, value, timestamp_ms."""
@@ -85,31 +97,32 @@ class Changelog:
         self.seq = 0
         self._next = [0] * partitions
 
-    def commit(self, *changes: CapturedChange, cleared: Sequence[Row] = ()) -> str:
-        """Append one committed transaction; returns its transaction id."""
+    def commit(
+        self, *changes: CapturedChange, cleared: Sequence[Row] = (), partition: int | None = None
+    ) -> str:
+        """Append one committed transaction; returns its transaction id. ``partition`` puts its
+        keyed records there (as a topic repartitioning would) instead of murmur2 of the key."""
         self.seq += 1
         txn = TransactionCounter("proc", self.seq)
         origin = InputOrigin("input", 0, self.seq * 10, self.seq * 10 + 1)
         cleared_rows = {ACCOUNTS.name: list(cleared)} if cleared else None
         for out in self.connector.encode(list(changes), origin, txn, cleared_rows):
-            partition = out.partition
-            if partition is None:
+            target = out.partition
+            if target is None:
                 assert out.key is not None
-                partition = partition_for(out.key, self.partitions)
-            offset = self._next[partition]
-            self._next[partition] += 1
-            self.records.append((out.topic, partition, offset, out.key, out.value, offset))
+                target = partition_for(out.key, self.partitions) if partition is None else partition
+            offset = self._next[target]
+            self._next[target] += 1
+            self.records.append((out.topic, target, offset, out.key, out.value, offset))
         return txn.txn_id
 
-    def upsert(self, before: Row | None, after: Row) -> str:
-        return self.commit(
-            CapturedChange.between(ACCOUNTS.name, {"id": after["id"]}, before, after)
-        )
+    def upsert(self, before: Row | None, after: Row, partition: int | None = None) -> str:
+        change = CapturedChange.between(ACCOUNTS.name, {"id": after["id"]}, before, after)
+        return self.commit(change, partition=partition)
 
-    def delete(self, before: Row) -> str:
-        return self.commit(
-            CapturedChange.between(ACCOUNTS.name, {"id": before["id"]}, before, None)
-        )
+    def delete(self, before: Row, partition: int | None = None) -> str:
+        change = CapturedChange.between(ACCOUNTS.name, {"id": before["id"]}, before, None)
+        return self.commit(change, partition=partition)
 
     def truncate(self, cleared: Sequence[Row]) -> str:
         change = CapturedChange(ACCOUNTS.name, {}, None, None, ChangeKind.TRUNCATE)
@@ -128,3 +141,18 @@ def json_equal(left: Any, right: Any) -> bool:
     if isinstance(left, str) and isinstance(right, str):
         return bool(json.loads(left) == json.loads(right))
     return bool(left == right)
+
+
+ACCOUNT_COLUMNS = tuple(ACCOUNTS.columns)
+
+
+def comparable(row: Any) -> dict[str, Any]:
+    """An ``ACCOUNTS`` row (a dict, or a collected Spark row) in a form both compare in: the
+    zoned timestamp as a UTC instant, the JSON column parsed."""
+    values = row if isinstance(row, dict) else row.asDict()
+    out = {name: values.get(name) for name in ACCOUNT_COLUMNS}
+    if isinstance(out["seen"], datetime):
+        out["seen"] = out["seen"].astimezone(UTC)
+    if isinstance(out["doc"], str):
+        out["doc"] = json.loads(out["doc"])
+    return out

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.integration
 
 LIMIT = 10**38 - 1
 EDGES = [0, 1, -1, 127, 128, -128, -129, 255, 256, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1,
-         2**64 - 1, 2**64, -(2**64), 2**127 - 1, -(2**127), LIMIT, -LIMIT]  # fmt: skip
+         2**64 - 1, 2**64, -(2**64), 2**126, -(2**126), LIMIT, -LIMIT, LIMIT - 1,
+         1 - LIMIT]  # fmt: skip
 
 
 def _b64(data: bytes) -> str:
@@ -65,7 +66,7 @@ def test_base64_unscaled_values_match_the_python_decoder(
 
 
 def test_out_of_range_and_invalid_inputs_give_null(spark: Any) -> None:
-    too_big = [10**38, -(10**38), 2**127, -(2**127) - 1, 2**200]
+    too_big = [10**38, -(10**38), 2**127 - 1, -(2**127), 2**200]
     texts = [_b64(_minimal(v)) for v in too_big] + ["", "!!notbase64", _b64(b"\x00" * 20)]
     assert _decode_unscaled(spark, texts) == [None] * 7 + [Decimal(0)]
 
@@ -75,14 +76,18 @@ def test_scaled_decimals_and_variable_scale_text(spark: Any) -> None:
              (Decimal("-0.01"), 2, 5), (Decimal("99999.99"), 2, 7)]  # fmt: skip
     rows = [(i, _b64(decimal_to_bytes(d, s))) for i, (d, s, _) in enumerate(cases)]
     frame = spark.createDataFrame(rows, "i INT, s STRING")
-    columns = [decimal_from_base64(F.col("s"), decimal_type(s, p)).alias(f"c{i}") for i, (_, s, p) in enumerate(cases)]  # fmt: skip
+    columns = [
+        decimal_from_base64(F.col("s"), decimal_type(s, p)).alias(f"c{i}")
+        for i, (_, s, p) in enumerate(cases)
+    ]
     got = {r.i: r for r in frame.select("i", *columns).collect()}
     for i, (value, _, _) in enumerate(cases):
         assert got[i][f"c{i}"] == value
     # A value wider than its column's precision is null (reported as a bad value).
     narrow = frame.where("i < 2").select(decimal_from_base64(F.col("s"), decimal_type(4, 6)))
     assert {r[0] for r in narrow.collect()} == {None, Decimal("10.0000")}
-    variable = [(d, s) for d, s in [(Decimal("1E-7"), 7), (Decimal("-12.5"), 1), (Decimal("0E-3"), 3), (Decimal("1200"), -2)]]  # fmt: skip
+    variable = [(Decimal("1E-7"), 7), (Decimal("-12.5"), 1), (Decimal("0E-3"), 3),
+                (Decimal("1200"), -2)]  # fmt: skip
     structs = [(i, s, _b64(decimal_to_bytes(d.scaleb(s), 0))) for i, (d, s) in enumerate(variable)]
     vs = spark.createDataFrame(structs, "i INT, scale INT, value STRING")
     texts = vs.select("i", variable_scale_text(F.struct("scale", "value")).alias("t")).collect()

@@ -58,7 +58,8 @@ TOPICS: dict[str, list[tuple[str | None, str | None]]] = {
 
 
 def _records(topic: str) -> list[tuple[str, int, int, bytes | None, bytes | None, int]]:
-    pairs = [(k and published(k), v and published(v)) for v, k in TOPICS[topic]]
+    pairs = [(None if k is None else published(k), None if v is None else published(v))
+             for v, k in TOPICS[topic]]  # fmt: skip
     return as_records(topic, pairs)
 
 
@@ -117,6 +118,7 @@ def test_values_of_the_logical_types(spark: Any) -> None:
         raw_frame(spark, _records("mysql.alltypes")), _schema("mysql.alltypes")
     )
     row = alltypes.good.first()
+    assert row is not None
     assert row["_fixed"] == Decimal("123456789876543212345678987654321.110")
     assert row["_big_decimal"] == Decimal("2222222222222222300000001111.1234567890")
     assert row["_bigint_unsigned"] == Decimal("20000000000")
@@ -129,6 +131,7 @@ def test_values_of_the_logical_types(spark: Any) -> None:
     assert row["_point"]["x"] == 1.0 and isinstance(row["_bin"], bytes)
     sqlserver = decode_native(raw_frame(spark, _records("sqlserver.emp")), _schema("sqlserver.emp"))
     emp = sqlserver.good.first()
+    assert emp is not None
     assert (emp["sal"], emp["comm"], emp[OP]) == (Decimal("200000.0000"), Decimal("10.0000"), "d")
     assert emp["hiredate"] == datetime(2019, 7, 9)
     kinds = dict((f.name, f.dataType) for f in sqlserver.good.schema.fields)

@@ -1,0 +1,66 @@
+"""Incremental batches: the newest change per key, truncates marked, unavailable (unchanged
+TOAST) columns filled from the batch or flagged, never written as the placeholder."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from replay.decode_batch import batch_changes
+from replay.decode_schema import TopicSchema
+from replay.sinks.protocol import OP, POS, TRUNCATED
+from tests.replay.decode.conftest import Changelog, account, as_records, published, raw_frame
+
+pytestmark = pytest.mark.integration
+
+PLACEHOLDER = "__debezium_unavailable_value"
+
+
+def test_newest_change_per_key_and_truncate(spark: Any) -> None:
+    log = Changelog(partitions=2)
+    log.upsert(None, account(1))
+    log.upsert(None, account(2))
+    log.truncate([account(1), account(2)])
+    log.upsert(None, account(3))
+    log.upsert(account(3), account(3, name="three"))
+    log.upsert(None, account(4))
+    log.delete(account(4))
+    newest = [r for r in log.records if r[4] is not None][-1]
+    schema = TopicSchema.from_record(newest[4] or b"", newest[3])
+    batch = batch_changes(raw_frame(spark, log.records), schema)
+    rows = {r["id"]: r for r in batch.sink_changes(schema).collect()}
+    # Keys 1 and 2: only the deletes written after the truncate; None: the t row.
+    assert {k: r[OP] for k, r in rows.items()} == {1: "d", 2: "d", 3: "u", 4: "d", None: "t"}
+    assert rows[3]["name"] == "three"
+    assert all(r[TRUNCATED] for r in rows.values())
+    assert batch.truncates.count() == 2  # the truncate reached both partitions
+    assert list(batch.sink_changes(schema).columns)[-3:] == [OP, POS, TRUNCATED]
+
+    quiet = batch_changes(raw_frame(spark, log.records[-4:]), schema).changes.collect()
+    assert {(r["id"], r[OP], r[TRUNCATED]) for r in quiet} == {(3, "u", False), (4, "d", False)}
+
+
+def _pg_update(lsn: int, row_id: int, description: str, name: str) -> bytes:
+    document = json.loads(published("pg_1x_update_replica_full_with_schema.json"))
+    payload = document["payload"]
+    payload["after"] = {**payload["after"], "id": row_id, "name": name, "description": description}
+    payload["source"] = {**payload["source"], "lsn": lsn}
+    return json.dumps(document).encode()
+
+
+def test_unavailable_columns_are_filled_from_the_batch_or_flagged(spark: Any) -> None:
+    values = [
+        _pg_update(100, 101, "first text", "a"),
+        _pg_update(200, 101, PLACEHOLDER, "b"),  # TOAST unchanged: keep "first text"
+        _pg_update(300, 102, PLACEHOLDER, "c"),  # nothing older in the batch: flagged
+    ]
+    keys = [json.dumps({"id": i}).encode() for i in (101, 101, 102)]
+    frame = raw_frame(spark, as_records("pg.products", list(zip(keys, values, strict=True))))
+    schema = TopicSchema.from_record(values[-1], keys[-1])
+    rows = {r["id"]: r for r in batch_changes(frame, schema).changes.collect()}
+    assert (rows[101]["name"], rows[101]["description"]) == ("b", "first text")
+    assert rows[101]["__unavailable"] == []
+    assert (rows[102]["description"], rows[102]["__unavailable"]) == (None, ["description"])
+    assert all(PLACEHOLDER not in str(r.asDict()) for r in rows.values())
