@@ -33,6 +33,8 @@ Encoder = Callable[[Any], Any]
 """Turns one non-null Python column value into its JSON value; raises ``ValueError``."""
 
 _SOURCE_NAMES = tuple(field["field"] for field in REPLICATOR_SOURCE_FIELDS)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""``json.dumps(..., separators=(",", ":"), ensure_ascii=False)``, built once, not per call."""
 
 
 def _int_encoder(bits: int) -> Encoder:
@@ -182,7 +184,7 @@ class EventWriter:
         return self._wrap(self._key_head, payload)
 
     def _wrap(self, head: str, payload: dict[str, Any]) -> bytes:
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        body = _ENCODER.encode(payload)
         return (head + body + "}" if self.schemas_enable else body).encode()
 
     def _row(self, row: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:

@@ -114,6 +114,10 @@ _FROM_JSON: dict[type, Callable[[Any], Any]] = {
 }
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""``json.dumps(doc, separators=(",", ":"), ensure_ascii=False)`` without an encoder per call."""
+
+
 def encode_row(columns: Mapping[str, type], row: Mapping[str, Any]) -> bytes:
     """Encode a checked row (absent or None columns are left out)."""
     doc = {
@@ -121,9 +125,7 @@ def encode_row(columns: Mapping[str, type], row: Mapping[str, Any]) -> bytes:
         for name, tp in columns.items()
         if row.get(name) is not None
     }
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode(
-        "utf-8", "surrogatepass"
-    )
+    return _ENCODER.encode(doc).encode("utf-8", "surrogatepass")
 
 
 def decode_row(columns: Mapping[str, type], data: bytes, *, table: str) -> dict[str, Any]:

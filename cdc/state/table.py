@@ -90,7 +90,12 @@ class StateTable:
 
     def encode_key(self, key: object) -> bytes:
         """The order-preserving bytes of ``key`` (any form ``key_of`` accepts)."""
-        checked = self.key_of(key)
+        if type(key) is str and len(self.key) == 1:  # the common bare key, as key_of takes it
+            column = self.key[0]
+            return self._encode_checked_key({column: self._check(column, key)})
+        return self._encode_checked_key(self.key_of(key))
+
+    def _encode_checked_key(self, checked: Row) -> bytes:
         try:
             return key_codec.encode_key(self._key_types, [checked[c] for c in self.key])
         except (ValueError, OverflowError) as exc:
@@ -123,8 +128,8 @@ class StateTable:
 
     def encode_row(self, row: Mapping[str, Any]) -> tuple[bytes, bytes]:
         """The encoded (key, row) of a row, checked first."""
-        checked = self.check_row(row)
-        return self.encode_key(checked), row_codec.encode_row(self.columns, checked)
+        checked = self.check_row(row)  # its key columns are checked: encode them as they are
+        return self._encode_checked_key(checked), row_codec.encode_row(self.columns, checked)
 
     def decode_row(self, data: bytes) -> Row:
         """The row of stored bytes made by ``encode_row``."""
@@ -138,6 +143,8 @@ class StateTable:
 
     def _to_scale(self, column: str, value: Decimal) -> Decimal:
         scale = self.scales[column]
+        if value.is_finite() and value.as_tuple().exponent == -scale:
+            return value  # already at the scale: quantize would return an equal copy
         if value.is_finite():
             digits = max(value.adjusted(), 0) + scale + 2
             scaled = value.quantize(Decimal(1).scaleb(-scale), context=Context(prec=digits))

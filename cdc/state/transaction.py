@@ -72,6 +72,32 @@ class TableHandle(TableView):
         self._tx._check_open()
 
 
+class _TransactionReader(LayeredReader):
+    """A transaction's reads: its own writes over the committed state. It remembers what it
+    read of the committed state (which cannot change while the transaction is open: applying
+    moves pending writes into the store, the same rows), so capturing the changes at commit
+    does not look the keys up again."""
+
+    __slots__ = ("_below", "_seen", "_top")
+
+    def __init__(self, committed: LayeredReader, top: WriteLayer) -> None:
+        super().__init__(committed.store, [*committed.layers, top])
+        self._below, self._top = committed, top
+        self._seen: dict[tuple[str, bytes], bytes | None] = {}
+
+    def get(self, table: str, key: bytes) -> bytes | None:
+        found, value = self._top.lookup(table, key)
+        return value if found else self.committed_get(table, key)
+
+    def committed_get(self, table: str, key: bytes) -> bytes | None:
+        """The committed row at ``key`` (the transaction's own writes not seen)."""
+        where = (table, key)
+        if where in self._seen:
+            return self._seen[where]
+        value = self._seen[where] = self._below.get(table, key)
+        return value
+
+
 class TxState(Enum):
     """Where a transaction is in its life."""
 
@@ -96,10 +122,9 @@ class StateTransaction:
         on_end: Callable[[WriteLayer | None], None],
     ) -> None:
         self._tables = tables
-        self._committed = committed
         self._on_end = on_end
         self._layer = WriteLayer()
-        self._reader = LayeredReader(committed.store, [*committed.layers, self._layer])
+        self._reader = _TransactionReader(committed, self._layer)
         self.state = TxState.OPEN
         self.changes: list[CapturedChange] = []
         self._preview: list[CapturedChange] | None = None
@@ -164,7 +189,7 @@ class StateTransaction:
             table = self._tables[name]
             cleared = name in layer.truncated
             for key, after in rows.items():
-                before = None if cleared else self._committed.get(name, key)
+                before = None if cleared else self._reader.committed_get(name, key)
                 if before == after:  # no-op: a put then delete of a new key, or the same row
                     continue
                 changes.append(

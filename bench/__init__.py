@@ -1,0 +1,1 @@
+"""Benchmarks of the replicator (run from the repository root; see bench/README.md)."""
