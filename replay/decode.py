@@ -5,7 +5,8 @@
 types, see ``decode_types``) and
 
 - ``__op``: ``u`` (c/u/r), ``d`` (delete: the ``before`` image, key columns filled from the
-  record key), or ``t`` (truncate: null columns); logical messages (``m``) are left out;
+  record key), or ``t`` (truncate: null columns); logical messages (``m``) are left out (the
+  record key is parsed, and checked, only where the image lacks a key column);
 - ``__pos``: the ordering text of ``decode_position``;
 - ``__unavailable``: the columns whose value Debezium could not read (unchanged TOAST); their
   value is null and must be taken from the row's previous image, never written as data;
@@ -15,8 +16,10 @@ types, see ``decode_types``) and
 
 ``bad`` holds the records that are not valid JSON or not valid change events (topic, partition,
 offset, key, value, reason), for the engine's ``--on-error`` policy; the reason of a record that
-does not parse comes from the ``cdc.events`` parser. Tombstones (null values, null payloads) are
-in neither. ``good`` and ``bad`` share one plan: persist ``Decoded.all`` to decode once for both.
+does not parse comes from the ``cdc.events`` parser (a record that parser reads but this one
+rejects, e.g. an Avro-JSON rendering, says so: decode that topic with ``decode_python``).
+Tombstones (null values, null payloads) are in neither. ``good`` and ``bad`` share one plan:
+persist ``Decoded.all`` to decode once for both.
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from dataclasses import dataclass
 from cdc.errors import ChangeEventError
 from cdc.events.columns import TableSpec
 from cdc.events.reader import ChangeEventReader
+from replay.decode_columns import converted_columns, row_columns
 from replay.decode_position import event_position
-from replay.decode_schema import CORRUPT, ColumnSpec, TopicSchema
+from replay.decode_schema import CORRUPT, TopicSchema
 from replay.decode_types import UnsupportedSchema
 from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import Column, DataFrame, F, T
@@ -76,37 +80,14 @@ def _barrier() -> Column:
     return F.spark_partition_id() >= 0
 
 
-def _check(condition: Column, reason: str) -> Column:
-    return F.when(condition, F.lit(reason))
-
-
-def _column(
-    spec: ColumnSpec, image: Column, key: Column | None, where: Column
-) -> tuple[Column, Column | None, list[Column]]:
-    """(value, unavailable flag, error checks) of one column of the row image ``where``."""
-    raw = in_image = image[spec.name]
-    if key is not None:
-        raw = F.coalesce(in_image, key[spec.name])
-    codec = spec.codec
-    placeholder = codec.placeholder(raw)
-    converted = codec.convert(raw)
-    default = None
-    if spec.default is not None and not isinstance(spec.default, dict | list):
-        default = codec.convert(F.lit(spec.default).try_cast(codec.raw))
-    value = F.when(raw.isNull(), default)
-    if placeholder is not None:
-        value = value.when(placeholder, F.lit(None))
-    value = value.otherwise(converted).cast(codec.spark)
-    checks = []
-    if not spec.optional and default is None:
-        required = image.isNotNull() & in_image.isNull()
-        checks.append(F.when(required, F.concat(where, F.lit(f".{spec.name}: required, null"))))
-    if codec.fallible:
-        bad = codec.invalid(raw, converted)
-        if placeholder is not None:
-            bad = bad & ~F.coalesce(placeholder, F.lit(False))
-        checks.append(F.when(bad, F.concat(where, F.lit(f".{spec.name}: invalid value"))))
-    return value, placeholder, checks
+def _error_text(checks: list[tuple[Column, Column]]) -> Column:
+    """The texts of the failed checks joined by ``; ``, null when all pass; the texts are
+    built only for failing records (the conditions alone are cheap)."""
+    failed = F.lit(False)
+    for condition, _ in checks:
+        failed = failed | F.coalesce(condition, F.lit(False))
+    texts = F.array_compact(F.array(*(F.when(c, text) for c, text in checks)))
+    return F.when(failed, F.array_join(texts, "; "))
 
 
 def _envelopes(records: DataFrame, schema: TopicSchema, carry: Sequence[str]) -> DataFrame:
@@ -125,10 +106,13 @@ def _envelopes(records: DataFrame, schema: TopicSchema, carry: Sequence[str]) ->
         F.when(op == "d", env["before"]).otherwise(env["after"]).alias("__image"),
         corrupt.alias("__corrupt"),
     ]
-    if schema.key:
-        k = F.from_json(F.col("key").cast("string"), schema.key_type(), _JSON_OPTIONS)
-        fields = F.struct(*(k[c.name].alias(c.name) for c in schema.key))
-        parts += [F.coalesce(k["payload"], fields).alias("__k"), k[CORRUPT].alias("__bad_key")]
+    if schema.key:  # parsed only where the image lacks a key column (deletes without before)
+        image = F.when(op == "d", env["before"]).otherwise(env["after"])
+        lacking = F.lit(False)
+        for column in schema.key:
+            lacking = lacking | image[column.name].isNull()
+        parsed_key = F.from_json(F.col("key").cast("string"), schema.key_type(), _JSON_OPTIONS)
+        parts.append(F.when(lacking, parsed_key).alias("__kp"))
     kept = parsed.where(~null_payload & ~op.eqNullSafe("m"))
     return kept.select("topic", "partition", "offset", "key", "value", *carry, *parts)
 
@@ -141,49 +125,50 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
         raise UnsupportedSchema("flat rows (ExtractNewRecordState) decode on the Python path")
     envelopes = _envelopes(records, schema, carry)
     op, source, image = F.col("__op"), F.col("__source"), F.col("__image")
-    key = F.col("__k") if schema.key else None
-    keys = set(schema.primary_key)
+    position = event_position(source, F.col("partition"), F.col("offset"), schema.connector)
+    key = None
+    if schema.key:
+        fields = F.struct(*(F.col("__kp")[c.name].alias(c.name) for c in schema.key))
+        key = F.coalesce(F.col("__kp.payload"), fields)
+    converted = envelopes.select("*", *converted_columns(schema, image, key), position.alias(POS))
     where = F.when(op == "d", F.lit("payload.before")).otherwise(F.lit("payload.after"))
-    values: dict[str, Column] = {}
-    flags, checks = [], []
-    for spec in schema.columns:
-        value, flag, found = _column(spec, image, key if spec.name in keys else None, where)
-        values[spec.name] = value
-        checks += found
-        if flag is not None:
-            flags.append(F.when(F.coalesce(flag, F.lit(False)), F.lit(spec.name)))
+    row = row_columns(schema, image, where)
     is_change = op.isin("c", "u", "d", "r")
-    checks += [
-        _check(op.isNull(), "not a change event: payload.op is missing"),
-        _check(~op.isin(*_OPS), "unknown op"),
-        _check(op.isin("c", "u", "r") & F.col("__after").isNull(), "the op needs an after row"),
-        _check((op == "d") & F.col("__after").isNotNull(), "a delete has no after row"),
-        _check(source["connector"].isNull(), "payload.source.connector is missing"),
-        *(_check(is_change & values[n].isNull(), f"key column {n} is null") for n in keys),
+    checks = [
+        (F.col("__corrupt"), F.lit("not a valid record")),
+        *row.checks,
+        (op.isNull(), F.lit("not a change event: payload.op is missing")),
+        (~op.isin(*_OPS), F.lit("unknown op")),
+        (op.isin("c", "u", "r") & F.col("__after").isNull(), F.lit("the op needs an after row")),
+        ((op == "d") & F.col("__after").isNotNull(), F.lit("a delete has no after row")),
+        (source["connector"].isNull(), F.lit("payload.source.connector is missing")),
+        (F.col(POS).isNull(), F.lit("no source position (source fields missing)")),
+        *(
+            (is_change & row.values[n].isNull(), F.lit(f"key column {n} is null"))
+            for n in schema.primary_key
+        ),
     ]
     if schema.key:
-        checks.append(_check(F.col("__bad_key").isNotNull(), "the record key is not valid"))
-    position = event_position(source, F.col("partition"), F.col("offset"), schema.connector)
-    checks.append(_check(position.isNull(), "no source position (source fields missing)"))
-    errors = F.array_compact(F.array(_check(F.col("__corrupt"), "not a valid record"), *checks))
+        checks.append((F.col("__kp")[CORRUPT].isNotNull(), F.lit("the record key is not valid")))
+    error = _error_text(checks)
     transaction = F.coalesce(
         F.col("__transaction")["id"],
         F.when(source["connector"] == "postgresql", source["txId"].cast("string")),
         source["gtid"],
     )
     no_columns = F.array().cast("array<string>")
-    unavailable = F.array_compact(F.array(*flags)) if flags else no_columns
-    decoded = envelopes.select(
-        *(value.alias(name) for name, value in values.items()),
+    unavailable = F.array_compact(F.array(*row.unavailable)) if row.unavailable else no_columns
+    decoded = converted.select(
+        *(value.alias(name) for name, value in row.values.items()),
         F.when(op == "d", F.lit(OP_DELETE)).when(op == "t", F.lit(OP_TRUNCATE))
         .otherwise(F.lit(OP_UPSERT)).alias(OP),
-        position.alias(POS),
+        POS,
         F.when(op == "d", no_columns).otherwise(unavailable).alias(UNAVAILABLE),
         transaction.alias(TXN),
         source.alias(SOURCE),
         F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION),
         F.col("offset").alias(OFFSET), F.col("key").alias(KEY),
-        F.when(_barrier() & (F.size(errors) > 0), F.array_join(errors, "; ")).alias(ERROR),
+        F.when(_barrier(), error).alias(ERROR),
         F.col("value").alias(VALUE),
         *carry,
     )  # fmt: skip

@@ -38,7 +38,9 @@ def _unsigned(hex_text: Column) -> Column:
 
 def unscaled_from_base64(text: Column) -> Column:
     """The signed unscaled integer of base64 two's-complement bytes, as DECIMAL(38,0)."""
-    hex_text = F.regexp_replace(F.hex(F.try_to_binary(text, F.lit("base64"))), _SIGN_PADDING, "")
+    raw_hex = F.hex(F.try_to_binary(text, F.lit("base64")))
+    padded = F.substring(raw_hex, 1, 2).isin("00", "FF")  # rare: the regex only then
+    hex_text = F.when(padded, F.regexp_replace(raw_hex, _SIGN_PADDING, "")).otherwise(raw_hex)
     negative = F.substring(hex_text, 1, 1) >= F.lit("8")
     magnitude = _unsigned(
         F.when(negative, F.translate(hex_text, _HEX, _HEX[::-1])).otherwise(hex_text)

@@ -140,7 +140,7 @@ def decode_python(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     decoded = records.sparkSession.createDataFrame(
         rows, decoded_type(schema, carried), verifySchema=False
     )
-    position = event_position(F.col(SOURCE), F.col(PARTITION), F.col(OFFSET))
+    position = event_position(F.col(SOURCE), F.col(PARTITION), F.col(OFFSET), schema.connector)
     missing = F.when(position.isNull(), F.lit("no source position (source fields missing)"))
     return Decoded(
         decoded.withColumns({POS: position, ERROR: F.coalesce(F.col(ERROR), missing)}), schema

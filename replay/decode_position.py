@@ -94,19 +94,34 @@ def _replicator(source: Column) -> Column:
     return _dec(source["commit_seq"], 20)
 
 
-def source_position(source: Column) -> Column:
-    """The source part of ``__pos`` for a ``source`` struct (see the module doc)."""
-    connector = source["connector"]
-    return (
-        F.when(connector == "postgresql", _postgres(source))
-        .when(connector.isin("mysql", "mariadb"), _mysql(source))
-        .when(connector == "sqlserver", _sqlserver(source))
-        .when(connector == "replicator", _replicator(source))
-        .otherwise(F.lit(""))
-    )
+_BRANCHES = {
+    "postgresql": _postgres,
+    "mysql": _mysql,
+    "mariadb": _mysql,
+    "sqlserver": _sqlserver,
+    "replicator": _replicator,
+}
 
 
-def event_position(source: Column, partition: Column, offset: Column) -> Column:
+def source_position(source: Column, connector: str | None = None) -> Column:
+    """The source part of ``__pos`` for a ``source`` struct (see the module doc).
+
+    With ``connector`` (a topic's events come from one connector) the expression reads only that
+    connector's fields, and events of another connector get a null position."""
+    name = source["connector"]
+    if connector is not None:
+        branch = _BRANCHES.get(connector)
+        return F.when(name == connector, F.lit("") if branch is None else branch(source))
+    position = F.when(F.lit(False), F.lit(""))
+    for branch in dict.fromkeys(_BRANCHES.values()):
+        names = [known for known, other in _BRANCHES.items() if other is branch]
+        position = position.when(name.isin(*names), branch(source))
+    return position.otherwise(F.lit(""))
+
+
+def event_position(
+    source: Column, partition: Column, offset: Column, connector: str | None = None
+) -> Column:
     """``__pos``: the source position, then the stream position; null when the source position
     of a known connector cannot be read."""
-    return F.concat(source_position(source), stream_position(partition, offset))
+    return F.concat(source_position(source, connector), stream_position(partition, offset))

@@ -75,6 +75,8 @@ class TopicSchema:
     table: TableSpec | None = None
     native: bool = True
     """False for ExtractNewRecordState flat rows, which only the Python path reads."""
+    connector: str | None = None
+    """The connector of the topic's events (from the sample record), when known."""
 
     @classmethod
     def from_connect(
@@ -128,7 +130,10 @@ class TopicSchema:
             key_struct = _key_from_row(envelope, list(key_payload))
         numeric = _numeric_decimals(envelope, payload)
         found = cls.from_connect(envelope, key_struct, numeric_decimals=numeric, table=table)
-        return replace(found, native=not flat)
+        source = payload.get("source") if isinstance(payload, Mapping) and not flat else None
+        connector = source.get("connector") if isinstance(source, Mapping) else None
+        known = connector if isinstance(connector, str) else None
+        return replace(found, native=not flat, connector=known)
 
     @property
     def primary_key(self) -> tuple[str, ...]:

@@ -45,7 +45,7 @@ CASES: list[tuple[bytes | None, bytes | None, str]] = [
     (KEY, _variant(_set("before.empno", None)), "empno"),  # 6: required column null
     (KEY, _variant(_set("before.empno", "eleven")), "empno"),  # 7: wrong JSON type
     (KEY, published("pg_txn_begin_schema_null.json"), "change event"),  # 8: not a change
-    (b"{nope", published(VALUE), "key"),  # 9: bad key
+    (b"{nope", _variant(_set("before", None)), "key"),  # 9: bad key, needed for the delete
     (KEY, _variant(_set("source.commit_lsn", None)), "position"),  # 10: no position
     (KEY, None, ""),  # 11: a tombstone: neither good nor bad
 ]
