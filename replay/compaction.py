@@ -1,7 +1,8 @@
 """Full rebuilds from compacted change records: the newest image of every key, decoding only it.
 
 A full rebuild needs, per key, only the newest record: ``latest_records`` finds it from keys,
-offsets and null-ness alone (one ``max_by`` aggregation, no sort), before any value is decoded.
+offsets and null-ness alone, before any value is decoded, with one ``max_by`` aggregation (no
+global sort; Spark aggregates variable-length values sort-based within each task, spilling).
 Truncate candidates (records whose key is null or is the changelog's truncate key) are kept one
 by one; ``rebuild_table`` decodes just those to find truncates, drops per partition every record
 at or before the partition's last truncate, drops keys whose newest record is a tombstone,

@@ -30,24 +30,30 @@ from dataclasses import dataclass
 from cdc.errors import ChangeEventError
 from cdc.events.columns import TableSpec
 from cdc.events.reader import ChangeEventReader
-from replay.decode_columns import converted_columns, row_columns
-from replay.decode_position import event_position
-from replay.decode_schema import CORRUPT, TopicSchema
+from replay.decode_plan import (
+    ERROR,
+    KEY,
+    OFFSET,
+    PARTITION,
+    SOURCE,
+    TOPIC,
+    TXN,
+    UNAVAILABLE,
+    VALUE,
+    decode_stages,
+)
+from replay.decode_schema import TopicSchema
 from replay.decode_types import UnsupportedSchema
-from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
+from replay.sinks.protocol import OP, POS
 from replay.spark import Column, DataFrame, F, T
 
-UNAVAILABLE = "__unavailable"
-TXN, SOURCE = "__txn", "__source"
-TOPIC, PARTITION, OFFSET, KEY = "__topic", "__partition", "__offset", "__key"
-ERROR, VALUE = "__error", "__value"
 DECODED_META = (OP, POS, UNAVAILABLE, TXN, SOURCE, TOPIC, PARTITION, OFFSET, KEY)
 """The meta columns of a decoded change frame, after the table's columns."""
 BAD_COLUMNS = ("topic", "partition", "offset", "key", "value", "reason")
-_OPS = ("c", "u", "d", "r", "t", "m")
-_ENVELOPE_FIELDS = ("before", "after", "source", "op", "transaction")
-_NULL_PAYLOAD = r'"payload"\s*:\s*null\s*\}\s*$'
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
+__all__ = [
+    "BAD_COLUMNS", "DECODED_META", "ERROR", "KEY", "OFFSET", "PARTITION", "SOURCE", "TOPIC",
+    "TXN", "UNAVAILABLE", "VALUE", "Decoded", "Decoder", "decode_native", "explain_bad",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,106 +79,18 @@ Decoder = Callable[[DataFrame, TopicSchema, Sequence[str]], Decoded]
 """``decode_native`` or ``decode_fallback.decode_python``."""
 
 
-def _barrier() -> Column:
-    """Always true, but nondeterministic: the optimizer then neither pushes a filter below the
-    projection that holds it nor inlines it, so ``from_json`` and the error checks run once per
-    record instead of once more in every filter on their results."""
-    return F.spark_partition_id() >= 0
-
-
-def _error_text(checks: list[tuple[Column, Column]]) -> Column:
-    """The texts of the failed checks joined by ``; ``, null when all pass; the texts are
-    built only for failing records (the conditions alone are cheap)."""
-    failed = F.lit(False)
-    for condition, _ in checks:
-        failed = failed | F.coalesce(condition, F.lit(False))
-    texts = F.array_compact(F.array(*(F.when(c, text) for c, text in checks)))
-    return F.when(failed, F.array_join(texts, "; "))
-
-
-def _envelopes(records: DataFrame, schema: TopicSchema, carry: Sequence[str]) -> DataFrame:
-    """The parsed envelope parts as columns (references stay small for the column stage)."""
-    text = F.when(_barrier(), F.col("value").cast("string"))
-    v = F.from_json(text, schema.value_type(), _JSON_OPTIONS)
-    parsed = records.where(F.col("value").isNotNull()).select(
-        "topic", "partition", "offset", "key", "value", *carry, v.alias("v")
-    )
-    env = {n: F.coalesce(F.col("v.payload")[n], F.col("v")[n]) for n in _ENVELOPE_FIELDS}
-    op, source = env["op"], env["source"]
-    corrupt = F.col("v")[CORRUPT].isNotNull()
-    null_payload = ~corrupt & op.isNull() & source.isNull() & text.rlike(_NULL_PAYLOAD)
-    parts = [
-        *(value.alias(f"__{name}") for name, value in env.items()),
-        F.when(op == "d", env["before"]).otherwise(env["after"]).alias("__image"),
-        corrupt.alias("__corrupt"),
-    ]
-    if schema.key:  # parsed only where the image lacks a key column (deletes without before)
-        image = F.when(op == "d", env["before"]).otherwise(env["after"])
-        lacking = F.lit(False)
-        for column in schema.key:
-            lacking = lacking | image[column.name].isNull()
-        parsed_key = F.from_json(F.col("key").cast("string"), schema.key_type(), _JSON_OPTIONS)
-        parts.append(F.when(lacking, parsed_key).alias("__kp"))
-    kept = parsed.where(~null_payload & ~op.eqNullSafe("m"))
-    return kept.select("topic", "partition", "offset", "key", "value", *carry, *parts)
-
-
 def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] = ()) -> Decoded:
     """Decode the change records of one topic (see the module doc); the ``carry`` columns of
     ``records`` are passed through after the meta columns. Raises ``UnsupportedSchema`` for a
     topic only the Python path reads (``schema.native`` false)."""
     if not schema.native:
         raise UnsupportedSchema("flat rows (ExtractNewRecordState) decode on the Python path")
-    envelopes = _envelopes(records, schema, carry)
-    op, source, image = F.col("__op"), F.col("__source"), F.col("__image")
-    position = event_position(source, F.col("partition"), F.col("offset"), schema.connector)
-    key = None
-    if schema.key:
-        fields = F.struct(*(F.col("__kp")[c.name].alias(c.name) for c in schema.key))
-        key = F.coalesce(F.col("__kp.payload"), fields)
-    converted = envelopes.select("*", *converted_columns(schema, image, key), position.alias(POS))
-    where = F.when(op == "d", F.lit("payload.before")).otherwise(F.lit("payload.after"))
-    row = row_columns(schema, image, where)
-    is_change = op.isin("c", "u", "d", "r")
-    checks = [
-        (F.col("__corrupt"), F.lit("not a valid record")),
-        *row.checks,
-        (op.isNull(), F.lit("not a change event: payload.op is missing")),
-        (~op.isin(*_OPS), F.lit("unknown op")),
-        (op.isin("c", "u", "r") & F.col("__after").isNull(), F.lit("the op needs an after row")),
-        ((op == "d") & F.col("__after").isNotNull(), F.lit("a delete has no after row")),
-        (source["connector"].isNull(), F.lit("payload.source.connector is missing")),
-        (F.col(POS).isNull(), F.lit("no source position (source fields missing)")),
-        *(
-            (is_change & row.values[n].isNull(), F.lit(f"key column {n} is null"))
-            for n in schema.primary_key
-        ),
-    ]
-    if schema.key:
-        checks.append((F.col("__kp")[CORRUPT].isNotNull(), F.lit("the record key is not valid")))
-    error = _error_text(checks)
-    transaction = F.coalesce(
-        F.col("__transaction")["id"],
-        F.when(source["connector"] == "postgresql", source["txId"].cast("string")),
-        source["gtid"],
-    )
-    no_columns = F.array().cast("array<string>")
-    unavailable = F.array_compact(F.array(*row.unavailable)) if row.unavailable else no_columns
-    decoded = converted.select(
-        *(value.alias(name) for name, value in row.values.items()),
-        F.when(op == "d", F.lit(OP_DELETE)).when(op == "t", F.lit(OP_TRUNCATE))
-        .otherwise(F.lit(OP_UPSERT)).alias(OP),
-        POS,
-        F.when(op == "d", no_columns).otherwise(unavailable).alias(UNAVAILABLE),
-        transaction.alias(TXN),
-        source.alias(SOURCE),
-        F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION),
-        F.col("offset").alias(OFFSET), F.col("key").alias(KEY),
-        F.when(_barrier(), error).alias(ERROR),
-        F.col("value").alias(VALUE),
-        *carry,
-    )  # fmt: skip
-    return Decoded(decoded, schema)
+    stages = decode_stages(schema)
+    raw = ["topic", "partition", "offset", "key", "value", *carry]
+    parsed = records.where(F.col("value").isNotNull()).select(*raw, stages.parsed)
+    envelopes = parsed.where(stages.keep).select(*raw, *stages.envelope)
+    converted = envelopes.select("*", *stages.converted)
+    return Decoded(converted.select(*stages.decoded, *carry), schema)
 
 
 def _explainer(table: TableSpec | None) -> Callable[..., Column]:

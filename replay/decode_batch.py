@@ -5,11 +5,13 @@ one change per primary key, the one with the highest ``__pos`` (``__op`` ``u`` o
 truncate in the batch clears the table at it: per partition, changes at or before the
 partition's last truncate are dropped, every row is marked ``__truncated``, and one ``t`` row
 (null columns) is added, which sinks apply as the truncate and drop. ``truncates`` gives the
-truncate offsets, for an engine that prefers to split the batch at them.
+truncate offsets, for an engine that prefers to split the batch at them. Truncates are looked
+for among the records whose key is null or the changelog's truncate key (Debezium's and ours).
 
 A column the newest change could not read (``__unavailable``, unchanged TOAST) takes its value
 from the newest older change of the key in the batch that has it; columns no change of the batch
-has stay null and listed in ``__unavailable`` (the sink must keep the stored value for them).
+has stay null and listed in ``__unavailable`` (the sink must keep the stored value for them;
+``sink_changes`` leaves that column out for sinks that do not know it).
 """
 
 from __future__ import annotations

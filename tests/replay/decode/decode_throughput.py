@@ -14,13 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 from typing import Any
 
+from cdc.streams.local import LocalLog
+from cdc.streams.protocol import TopicPartition
 from replay.compaction import latest_records, rebuild_table
 from replay.decode import decode_native
 from replay.decode_fallback import decode_python
 from replay.decode_schema import TopicSchema
+from replay.local_log_source import local_log_records
+from replay.plan import PartitionRange
 from replay.spark import DataFrame, F, spark_session
 
 _COLUMNS = [
@@ -125,12 +130,37 @@ def report(spark: Any, name: str, frame: DataFrame, records: int, runs: int) -> 
           f"({records / cpu:9,.0f} per JVM CPU-second)", flush=True)  # fmt: skip
 
 
+def local_log_rate(spark: Any, records: int) -> None:
+    """Read ``records`` records of 4 partitions back from a local log with the Spark source."""
+    with tempfile.TemporaryDirectory() as directory:
+        url = f"local://{directory}/log?sync=false"
+        log = LocalLog.from_url(url)
+        log.ensure_topic("events", 4)
+        value = b'{"payload":{"op":"u"}}' + b"x" * 300
+        writer = log.writer("bench")
+        for start in range(0, records, 50_000):
+            writer.begin()
+            for i in range(start, min(records, start + 50_000)):
+                writer.send("events", f"k{i % 10_000}".encode(), value, partition=i % 4)
+            writer.commit()
+        ranges = []
+        for partition in range(4):
+            end = log.bounds("events", partition).end
+            ranges.append(PartitionRange(TopicPartition("events", partition), 0, end, 0, end))
+        frame = local_log_records(spark, url, ranges)
+        seconds = best_seconds(frame, 2)
+        print(f"  local log source       {seconds:7.2f} s  {records / seconds:10,.0f} records/s "
+              f"({records:,} records of 330 B)")  # fmt: skip
+        log.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=100_000)
     parser.add_argument("--python-events", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--local-log-events", type=int, default=500_000)
     args = parser.parse_args()
     spark = spark_session("local[2]", app_name="decode-throughput")
     records = synthetic_records(spark, args.events, args.keys, partitions=4)
@@ -148,6 +178,8 @@ def main() -> None:
     python = best_seconds(decode_python(small, schema).good, 1)
     print(f"  python decode          {python:7.2f} s  {args.python_events / python:10,.0f} "
           f"records/s ({args.python_events:,} records; its CPU is in Python workers)")  # fmt: skip
+    if args.local_log_events:
+        local_log_rate(spark, args.local_log_events)
     spark.stop()
 
 

@@ -3,6 +3,7 @@ the values the Python parser gives, and the Python fallback path agrees with the
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -63,7 +64,9 @@ def _records(topic: str) -> list[tuple[str, int, int, bytes | None, bytes | None
     return as_records(topic, pairs)
 
 
+@functools.cache
 def _schema(topic: str) -> TopicSchema:
+    """The topic's schema, one object per topic (its decoder expressions are built once)."""
     newest = [r for r in _records(topic) if r[4] is not None][-1]
     return TopicSchema.from_record(newest[4] or b"", newest[3])
 
