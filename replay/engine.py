@@ -11,7 +11,7 @@ retried after a crash is skipped and a crash leaves the table at its last commit
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cdc.events.columns import TableSpec as DeclaredTable
@@ -23,12 +23,10 @@ from replay.decode import UNAVAILABLE
 from replay.decode_batch import batch_changes
 from replay.decode_schema import TopicSchema
 from replay.plan import PartitionRange, ReplayPlan, plan_replay, resolve_topics
+from replay.progress import ProgressCallback, progress_of
 from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
 from replay.sources import read_records
 from replay.spark import DataFrame, F, SparkSession
-
-Progress = Callable[[str, int, int], None]
-"""Called with (topic, offsets done, offsets in total)."""
 
 
 class ReplayError(RuntimeError):
@@ -77,7 +75,7 @@ class ReplayEngine:
         stream: EventStream,
         sink: Sink,
         *,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
     ) -> None:
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
 
@@ -106,6 +104,7 @@ class ReplayEngine:
         if plan.span == 0:
             return result
         started = time.monotonic()
+        self._report(topic, started, plan, plan)
         schema = self._schema(topic, job.declared.get(topic))
         spec = TableSpec(table, schema.primary_key)
         ledger = self.sink.positions(table)
@@ -124,13 +123,22 @@ class ReplayEngine:
             for batch in _batches(plan, job.batch_offsets):
                 entry = self._merge(job, spec, schema, batch, result)
                 result.entries += [entry] if entry else []
-                if self.progress:
-                    done = sum(
-                        r.stop - p.start for r, p in zip(batch.ranges, plan.ranges, strict=True)
-                    )
-                    self.progress(topic, done, plan.span)
+                self._report(topic, started, plan, batch)
+        if result.mode == "rebuild":
+            self._report(topic, started, plan, ReplayPlan(plan.ranges, (), plan.stop))
         result.seconds = time.monotonic() - started
         return result
+
+    def _report(self, topic: str, started: float, plan: ReplayPlan, reached: ReplayPlan) -> None:
+        """Report ``topic``'s progress: ``reached``'s ranges end where the run now stands (the
+        plan itself before the first batch: nothing done yet)."""
+        if self.progress is None:
+            return
+        start = {r.tp.partition: r.start for r in plan.ranges}
+        current = start if reached is plan else {r.tp.partition: r.stop for r in reached.ranges}
+        stops = {r.tp.partition: r.stop for r in plan.ranges}
+        ends = {r.tp.partition: r.log_end for r in plan.ranges}
+        self.progress(progress_of(topic, started, start, current, stops, ends))
 
     def _schema(self, topic: str, declared: DeclaredTable | None) -> TopicSchema:
         """How the topic decodes: the schema of its newest change event, else ``declared``."""
@@ -166,10 +174,7 @@ class ReplayEngine:
             self.sink, bad, job.on_error, plan.stop_positions, spec.name
         )
         columns = [c.name for c in schema.columns]
-        entry = self.sink.replace(spec, rows.select(*columns, POS), plan.stop_positions)
-        if self.progress:
-            self.progress(result.topic, plan.span, plan.span)
-        return entry
+        return self.sink.replace(spec, rows.select(*columns, POS), plan.stop_positions)
 
     def _merge(
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, batch: ReplayPlan,

@@ -6,9 +6,9 @@ import argparse
 import time
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
 from replay.bounds import parse_bound
+from replay.progress import ProgressBars
 
 
 def add_replay_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,20 +54,8 @@ def run_replay(args: argparse.Namespace) -> int:
     spark = spark_session(args.master)
     stream, sink = open_stream(args.stream), open_sink(args.sink, spark)
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(),
-                      TextColumn("{task.completed:,.0f}/{task.total:,.0f} offsets"),
-                      TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
-                      console=console) as bar:  # fmt: skip
-            tasks: dict[str, tuple[TaskID, float]] = {}
-
-            def progress(topic: str, done: int, total: int) -> None:
-                if topic not in tasks:
-                    tasks[topic] = (bar.add_task(topic, total=total, rate=""), time.monotonic())
-                task, started = tasks[topic]
-                rate = done / max(1e-6, time.monotonic() - started)
-                bar.update(task, completed=done, rate=f"{rate:,.0f} events/s")
-
-            engine = ReplayEngine(spark, stream, sink, progress=progress)
+        with ProgressBars(console) as bars:
+            engine = ReplayEngine(spark, stream, sink, progress=bars.report)
             plans = engine.plans(job)
             if args.dry_run:
                 for topic, plan in plans.items():

@@ -16,6 +16,7 @@ from cdc.processor import EventProcessor, ProcessorConfig
 from cdc.streams.local import LocalLog
 from replay.bounds import Bound, BoundKind
 from replay.engine import ReplayEngine, ReplayJob
+from replay.progress import ReplayProgress
 from replay.sinks.registry import open_sink
 from replay.verify import verify_tables
 from tests.cdc.processor.test_processor import expected_totals, payments, produce
@@ -59,11 +60,20 @@ def test_replay_into_duckdb_and_delta(log: LocalLog, spark: Any, tmp_path: Path)
     second = payments(300, seed=12)
     process(log, second)
     for sink in (duck, delta):
-        engine = ReplayEngine(spark, log, sink)
+        reports: list[ReplayProgress] = []
+        engine = ReplayEngine(spark, log, sink, progress=reports.append)
         (result,) = engine.run(
             ReplayJob((TOPIC,), start=Bound(BoundKind.LEDGER), batch_offsets=150)
         )
         assert result.mode == "catch-up" and len(result.entries) >= 2
+        # a report before the first batch and after each: per-partition lag falls to zero
+        assert len(reports) == len(result.entries) + 1
+        assert reports[0].done == 0 and reports[0].total == result.span
+        assert [r.done for r in reports] == sorted(r.done for r in reports)
+        assert reports[-1].done == result.span and reports[-1].eta_seconds == 0
+        assert sum(p.remaining for p in reports[0].partitions.values()) == result.span
+        assert all(p.lag == 0 for p in reports[-1].partitions.values())
+        assert reports[-1].lag_text() == "caught up"
         assert as_totals(sink.read("payments_per_customer").collect()) == expected_totals(
             first + second
         )
