@@ -9,6 +9,7 @@ time), so starting Spark downloads nothing. Other modules take Spark's API from 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -55,12 +56,15 @@ def spark_session(
     chosen = master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]")
     if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, no host lookup
+        # Python workers default to `python3` from PATH, which lacks this package (and imports
+        # it only by luck of the working directory): use the driver's interpreter.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log4j = jars.cache_dir() / "spark-log4j2.properties"
     log4j.parent.mkdir(parents=True, exist_ok=True)
     log4j.write_text(_LOG4J2)
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     builder = (
-        SparkSession.builder.master(master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]"))
+        SparkSession.builder.master(chosen)
         .appName(app_name)
         .config("spark.jars", ",".join(str(j) for j in spark_jars()))
         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
