@@ -1,0 +1,97 @@
+"""The replay benchmark's report: machine, versions, and the markdown tables of a result JSON.
+
+.venv/bin/python -m bench.replay.report bench/results/replay-....json   # the tables again
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+LABELS = {
+    "raw-consume": "raw consume, confluent-kafka (the limit)",
+    "spark-read": "Spark Kafka source, read only",
+    "ours-duckdb": "**ours: ReplayEngine rebuild -> DuckDB**",
+    "ours-delta": "**ours: ReplayEngine rebuild -> Delta**",
+    "kafka-streams": "Kafka Streams KTable restore (RocksDB)",
+    "spark-merge": "Spark foreachBatch + Delta MERGE",
+    "naive-duckdb": "naive loop, per-row DuckDB upserts",
+}
+OURS = ("ours-duckdb", "ours-delta")
+GOALS = {"ours-duckdb": 1_000_000, "ours-delta": 300_000}
+
+
+def machine() -> dict[str, Any]:
+    """Cores, CPU model, memory, kernel, and the load when asked."""
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+    model = next(
+        (ln.split(":", 1)[1].strip() for ln in lscpu.splitlines() if ln.startswith("Model name")),
+        "?",
+    )
+    meminfo = Path("/proc/meminfo").read_text().split()
+    mem_gib = int(meminfo[meminfo.index("MemTotal:") + 1]) / 2**20
+    return {
+        "nproc": len(__import__("os").sched_getaffinity(0)),
+        "cpu": model,
+        "mem_gib": round(mem_gib, 1),
+        "kernel": platform.release(),
+    }
+
+
+def versions() -> dict[str, str]:
+    """Python, the project's data libraries, and the Kafka Streams peer's jars."""
+    from bench.replay import peers
+
+    out = {"python": platform.python_version()}
+    for name in ("pyspark", "delta-spark", "duckdb", "confluent-kafka", "pyarrow"):
+        out[name] = md.version(name)
+    out["kafka broker"] = "4.1.1"
+    out.update(peers.versions())
+    return out
+
+
+def _rate(r: dict[str, Any]) -> float:
+    return float(r["events_per_s"])
+
+
+def markdown(meta: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    """The results table, then the ratios of ours to every other contender."""
+    m = meta["machine"]
+    lines = [
+        f"{meta['records']:,} records ({meta['events']:,} change events + tombstones) over "
+        f"{meta['keys']:,} keys, {meta['partitions']} partitions, {meta['live_rows']:,} live rows "
+        f"at the end. Machine: {m['nproc']} cores ({m['cpu']}), {m['mem_gib']} GiB.",
+        "",
+        "| contender | records | wall s | events/s | peak RSS MB | CPU s | ev per CPU-s "
+        "| load before | table |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, r in results.items():
+        per_cpu = r["records"] / r["cpu_s"] if r["cpu_s"] else 0.0
+        note = " (prefix)" if r.get("subset") else ""
+        lines.append(
+            f"| {LABELS.get(name, name)} | {r['records']:,}{note} | {r['seconds']:.1f} "
+            f"| {_rate(r):,.0f} | {r['peak_rss_mb']:,.0f} | {r['cpu_s']:.0f} | {per_cpu:,.0f} "
+            f"| {r['loadavg_1m_before']:.1f} | {r['check']} |"
+        )
+    others = [n for n in results if n not in OURS]
+    ours = [n for n in OURS if n in results]
+    if ours and others:
+        lines += ["", "| ours / | " + " | ".join(others) + " | goal |"]
+        lines.append("|---|" + "---:|" * (len(others) + 1))
+        for name in ours:
+            ratios = " | ".join(f"{_rate(results[name]) / _rate(results[o]):.2f}x" for o in others)
+            goal = GOALS[name]
+            met = "met" if _rate(results[name]) >= goal else "not met"
+            lines.append(f"| {name} | {ratios} | {goal:,} ev/s: {met} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    data = json.loads(Path(sys.argv[1]).read_text())
+    print(markdown(data["meta"], data["results"]))

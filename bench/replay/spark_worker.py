@@ -1,0 +1,154 @@
+"""One Spark contender in its own process: ``python -m bench.replay.spark_worker SPEC RESULT``.
+
+Contenders (``spec["contender"]``):
+
+- ``spark-read``: Spark's Kafka source reading every record of the plan (key and value into a
+  ``noop`` write): the read rate our Spark pipeline can at best reach.
+- ``ours-duckdb`` / ``ours-delta``: ``ReplayEngine.run`` of a full rebuild (the fast path) into a
+  fresh DuckDB file / Delta directory.
+- ``spark-merge``: the common recipe, a Structured Streaming query on the Kafka source,
+  ``trigger(availableNow=True)``, ``foreachBatch`` parsing the batch, keeping the newest record
+  per key, and one Delta ``MERGE`` (delete / update / insert) per micro-batch.
+
+``seconds`` is the measured phase only (the SparkSession is already up); the table check runs
+after it. The result JSON holds ``records`` (offsets read), ``seconds`` and ``table``
+(rows, sum of payments, sum of total_amount in cents).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.replay.changelog import TOPIC, declared_spec
+from cdc.streams.registry import open_stream
+from replay.bounds import Bound, BoundKind
+from replay.engine import ReplayEngine, ReplayJob
+from replay.plan import plan_replay
+from replay.sources import read_records
+from replay.spark import Column, DataFrame, F, SparkSession, spark_session
+
+
+def _table_check(frame: DataFrame) -> dict[str, int]:
+    row = frame.agg(
+        F.count(F.lit(1)), F.sum("payments"), F.sum(F.col("total_amount") * 100)
+    ).first()
+    assert row is not None
+    return {"rows": int(row[0]), "payments": int(row[1] or 0), "cents": int(row[2] or 0)}
+
+
+def spark_read(spark: SparkSession, spec: dict[str, Any]) -> dict[str, Any]:
+    stream = open_stream(f"kafka://{spec['bootstrap']}")
+    plan = plan_replay(stream, [TOPIC], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+    started = time.monotonic()
+    records = read_records(spark, stream.url, plan)
+    records.select("key", "value").write.format("noop").mode("overwrite").save()
+    return {"seconds": time.monotonic() - started}
+
+
+def ours(spark: SparkSession, spec: dict[str, Any], sink_kind: str) -> dict[str, Any]:
+    stream = open_stream(f"kafka://{spec['bootstrap']}")
+    target = Path(spec["work"]) / f"ours.{sink_kind}"
+    if sink_kind == "duckdb":
+        from replay.sinks.duckdb_sink import DuckDBSink
+
+        sink: Any = DuckDBSink(target, spark)
+    else:
+        from replay.sinks.delta_sink import DeltaSink
+
+        sink = DeltaSink(target, spark)
+    engine = ReplayEngine(spark, stream, sink)
+    job = ReplayJob((TOPIC,), declared={TOPIC: declared_spec()})
+    started = time.monotonic()
+    (result,) = engine.run(job)
+    seconds = time.monotonic() - started
+    assert result.mode == "rebuild", result
+    table = _table_check(sink.read(result.table))
+    sink.close()
+    return {"seconds": seconds, "table": table, "mode": result.mode}
+
+
+def spark_merge(spark: SparkSession, spec: dict[str, Any]) -> dict[str, Any]:
+    from delta.tables import DeltaTable
+
+    work = Path(spec["work"])
+    path, checkpoint = str(work / "merge.delta"), str(work / "merge.checkpoint")
+    columns = "customer_id STRING, payments BIGINT, total_amount DECIMAL(38,2)"
+    spark.createDataFrame([], columns).write.format("delta").save(path)
+    image = "customer_id STRING, payments BIGINT, total_amount STRING"
+    value_type = f"op STRING, before STRUCT<{image}>, after STRUCT<{image}>"
+
+    def upsert(batch: DataFrame, batch_id: int) -> None:
+        v = F.from_json(F.col("value").cast("string"), value_type)
+        key = F.from_json(F.col("key").cast("string"), "customer_id STRING")["customer_id"]
+        parsed = batch.select(
+            key.alias("customer_id"), "partition", "offset", v.alias("v"),
+            (F.col("value").isNull() | (v["op"] == "d")).alias("deleted"),
+        )  # fmt: skip
+        newest = F.max_by(F.struct("v", "deleted"), F.struct("partition", "offset"))
+        latest = parsed.groupBy("customer_id").agg(newest.alias("n"))
+        cents = F.conv(F.hex(F.unbase64(F.col("n.v.after.total_amount"))), 16, 10)
+        source = latest.select(
+            "customer_id", F.col("n.deleted").alias("deleted"),
+            F.col("n.v.after.payments").alias("payments"),
+            (cents.cast("decimal(38,0)") / 100).cast("decimal(38,2)").alias("total_amount"),
+        )  # fmt: skip
+        values: dict[str, str | Column] = {
+            c: f"s.{c}" for c in ("customer_id", "payments", "total_amount")
+        }
+        (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(source.alias("s"), "t.customer_id = s.customer_id")
+            .whenMatchedDelete("s.deleted")
+            .whenMatchedUpdate(set=values)
+            .whenNotMatchedInsert("NOT s.deleted", values)
+            .execute()
+        )  # fmt: skip
+
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", spec["bootstrap"])
+        .option("subscribe", TOPIC)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(spec["merge_batch"]))
+        .option("failOnDataLoss", "false")
+        .load()
+    )
+    started = time.monotonic()
+    query = (
+        reader.writeStream.foreachBatch(upsert)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    seconds = time.monotonic() - started
+    batches = len(query.recentProgress)
+    table = _table_check(spark.read.format("delta").load(path))
+    return {"seconds": seconds, "table": table, "batches": batches}
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    began = time.monotonic()
+    spark = spark_session(spec.get("master"), app_name=f"bench-{spec['contender']}")
+    session_s = time.monotonic() - began
+    contender = spec["contender"]
+    if contender == "spark-read":
+        result = spark_read(spark, spec)
+    elif contender.startswith("ours-"):
+        result = ours(spark, spec, contender.removeprefix("ours-"))
+    elif contender == "spark-merge":
+        result = spark_merge(spark, spec)
+    else:
+        raise SystemExit(f"unknown contender {contender}")
+    result["session_s"] = session_s
+    Path(sys.argv[2]).write_text(json.dumps(result))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
