@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from typing import NamedTuple
 
+from cdc.connector.restore_rows import AfterImageReader
 from cdc.connector.spec import table_spec
 from cdc.errors import ChangeEventError
 from cdc.events import ChangeEvent, Op, Tombstone
@@ -41,8 +42,7 @@ _OPS = {
 _KINDS = {op: kind for kind, op in _OPS.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class OutRecord:
+class OutRecord(NamedTuple):
     """A record to append: ``partition`` None partitions by the key (murmur2)."""
 
     topic: str
@@ -52,8 +52,7 @@ class OutRecord:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class InputOrigin:
+class InputOrigin(NamedTuple):
     """The input records that produced a write: offsets ``[start, end)`` of one partition."""
 
     topic: str
@@ -82,17 +81,24 @@ class ChangelogConnector:
         self.transaction_topic = f"{processor_id}.transaction"
         self._writers = {n: EventWriter(s, schemas_enable=schemas_enable) for n, s in specs.items()}
         self._readers = {n: ChangeEventReader(s) for n, s in specs.items()}
+        self._after_readers = {
+            n: AfterImageReader(s, self._writers[n].value_head) for n, s in specs.items()
+        }
         self.truncate_key = b'{"schema":null,"payload":null}' if schemas_enable else b"null"
 
     def source(self, table: str, origin: InputOrigin, txn_id: str, seq: int) -> dict[str, object]:
-        """The ``ReplicatorSource`` fields of the changes of one input record."""
+        """The ``ReplicatorSource`` fields of the changes of one input record (all of
+        ``SOURCE_NAMES``, in that order)."""
         return {
             "version": PRODUCT_VERSION,
             "connector": "replicator",
             "name": self.processor_id,
             "ts_ms": int(time.time() * 1000),
+            "ts_us": None,
+            "ts_ns": None,
             "snapshot": "false",
             "db": self.processor_id,
+            "sequence": None,
             "table": table,
             "processor_id": self.processor_id,
             "input_topic": origin.topic,
@@ -193,6 +199,31 @@ class ChangelogConnector:
             )  # fmt: skip
         key = {c: image[c] for c in table.key}
         return CapturedChange(name, key, parsed.before, parsed.after, _KINDS[parsed.op])
+
+    def restore_write(self, record: StreamRecord) -> tuple[str, bytes, bytes | None] | None:
+        """The store write of a changelog record when it is the newest of its key: (table,
+        encoded key, encoded row or None to delete); None when it changes nothing (a truncate,
+        whose deletes follow it). Our own creates and updates take the fast path."""
+        name = self.table_of_topic.get(record.topic)
+        if name is not None and record.value is not None:
+            row = self._after_readers[name].after(record.value)
+            if row is not None:
+                return (name, *self.tables[name].encode_row(row))
+        if name is not None and record.value is None and record.key is not None:
+            key = self._readers[name].parse_key(
+                record.key, topic=record.topic, partition=record.partition, offset=record.offset
+            )
+            if key is None:  # the null key of a truncate event's tombstone
+                return None
+            return name, self.tables[name].encode_key(key.columns), None
+        change = self.decode(record)
+        if change is None:
+            return None
+        table = self.tables[change.table]
+        if change.kind is ChangeKind.DELETE:
+            return change.table, table.encode_key(change.key), None
+        assert change.after is not None  # decode checks the image of a create/update/read
+        return (change.table, *table.encode_row(change.after))
 
 
 class TransactionCounter:

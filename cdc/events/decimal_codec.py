@@ -41,9 +41,11 @@ def unscaled_at(value: Decimal, scale: int) -> int | None:
     if not value.is_finite():
         return None
     try:
-        return int(value.quantize(_quantum(scale), context=_EXACT).scaleb(scale, context=_EXACT))
+        scaled = value.scaleb(scale, context=_EXACT)  # moves the exponent only: exact
     except (Inexact, InvalidOperation):
         return None
+    unscaled = int(scaled)
+    return unscaled if unscaled == scaled else None
 
 
 def decimal_to_bytes(value: Decimal, scale: int) -> bytes:
@@ -56,6 +58,16 @@ def decimal_to_bytes(value: Decimal, scale: int) -> bytes:
         raise ValueError(f"{value} does not fit scale {scale} exactly")
     magnitude_bits = unscaled.bit_length() if unscaled >= 0 else (~unscaled).bit_length()
     return unscaled.to_bytes(magnitude_bits // 8 + 1, "big", signed=True)
+
+
+def decimal_to_base64(value: Decimal, scale: int) -> str:
+    """``encode_base64(decimal_to_bytes(value, scale))`` in one call (the changelog's hot path)."""
+    unscaled = unscaled_at(value, scale)
+    if unscaled is None:
+        raise ValueError(f"{value} does not fit scale {scale} exactly")
+    magnitude_bits = unscaled.bit_length() if unscaled >= 0 else (~unscaled).bit_length()
+    data = unscaled.to_bytes(magnitude_bits // 8 + 1, "big", signed=True)
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def rescale(value: Decimal, scale: int) -> Decimal:

@@ -7,7 +7,6 @@ with the same ``TableSpec``. Reading what this writes gives back an equal event.
 
 from __future__ import annotations
 
-import json
 import math
 import uuid
 from collections.abc import Callable, Mapping
@@ -15,10 +14,11 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
 
+from cdc import json_bytes
 from cdc.errors import ChangeEventError
 from cdc.events import temporal
 from cdc.events.columns import Column, ColumnKind, TableSpec
-from cdc.events.decimal_codec import decimal_to_bytes, encode_base64
+from cdc.events.decimal_codec import decimal_to_base64, decimal_to_bytes, encode_base64
 from cdc.events.envelope import ChangeEvent, Op
 from cdc.events.json_text import dumps
 from cdc.events.schema_builder import (
@@ -32,9 +32,8 @@ from cdc.events.unavailable import PLACEHOLDER_TEXT, UNAVAILABLE
 Encoder = Callable[[Any], Any]
 """Turns one non-null Python column value into its JSON value; raises ``ValueError``."""
 
-_SOURCE_NAMES = tuple(field["field"] for field in REPLICATOR_SOURCE_FIELDS)
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-"""``json.dumps(..., separators=(",", ":"), ensure_ascii=False)``, built once, not per call."""
+SOURCE_NAMES = tuple(field["field"] for field in REPLICATOR_SOURCE_FIELDS)
+"""The ``ReplicatorSource`` fields, in the order they are written."""
 
 
 def _int_encoder(bits: int) -> Encoder:
@@ -95,10 +94,26 @@ def encoder_for(column: Column) -> Encoder:
     kind = column.type
     if kind is ColumnKind.DECIMAL:
         scale = column.scale or 0
-        return _checked(
+        checked = _checked(
             (Decimal, int), lambda v: encode_base64(decimal_to_bytes(Decimal(v), scale))
         )
+
+        def encode(value: Any) -> Any:
+            if type(value) is Decimal:  # the common value in one call; others are checked
+                return decimal_to_base64(value, scale)
+            return checked(value)
+
+        return encode
     return _ENCODERS[kind]
+
+
+def _string(value: Any) -> Any:
+    if type(value) is str and value != PLACEHOLDER_TEXT:
+        return value
+    return _CHECKED_STRING(value)
+
+
+_CHECKED_STRING = _checked(str, _text)
 
 
 _ENCODERS: Mapping[ColumnKind, Encoder] = {
@@ -106,7 +121,7 @@ _ENCODERS: Mapping[ColumnKind, Encoder] = {
     ColumnKind.INT64: _int_encoder(64),
     ColumnKind.FLOAT64: _float,
     ColumnKind.BOOLEAN: _checked(bool, lambda v: v),
-    ColumnKind.STRING: _checked(str, _text),
+    ColumnKind.STRING: _string,
     ColumnKind.BYTES: _checked((bytes, bytearray, memoryview), lambda v: encode_base64(bytes(v))),
     ColumnKind.DATE: _checked(date, _date),
     ColumnKind.TIMESTAMP: _checked(datetime, _naive(temporal.micros_from_datetime)),
@@ -126,8 +141,9 @@ class EventWriter:
         self._columns = tuple((c.name, encoder_for(c), c.optional) for c in table.columns)
         self._key_columns = tuple((c.name, encoder_for(c), False) for c in table.key_columns)
         self._names = frozenset(c.name for c in table.columns)
-        self._value_head = '{"schema":' + dumps(envelope_schema(table)) + ',"payload":'
-        self._key_head = '{"schema":' + dumps(key_schema(table)) + ',"payload":'
+        self.value_head = ('{"schema":' + dumps(envelope_schema(table)) + ',"payload":').encode()
+        """What a value with its schema starts with (then the payload, then ``}``)."""
+        self._key_head = ('{"schema":' + dumps(key_schema(table)) + ',"payload":').encode()
 
     def value(self, event: ChangeEvent) -> bytes:
         """The record value of ``event``; raises ``ChangeEventError`` naming a bad field."""
@@ -143,7 +159,7 @@ class EventWriter:
             event.op,
             event.before,
             event.after,
-            {name: getattr(source, name) for name in _SOURCE_NAMES},
+            {name: getattr(source, name) for name in SOURCE_NAMES},
             ts_ms=event.ts_ms,
             ts_us=event.ts_us,
             ts_ns=event.ts_ns,
@@ -164,18 +180,22 @@ class EventWriter:
     ) -> bytes:
         """The record value of a change given by its parts, without building a ``ChangeEvent``
         (the processor's hot path); rows are checked against the declared columns all the same.
-        ``source`` holds the ``ReplicatorSource`` fields by name."""
+        ``source`` holds the ``ReplicatorSource`` fields by name (written as given when it is a
+        dict of exactly ``SOURCE_NAMES`` in that order, as ``ChangelogConnector`` makes it)."""
+        if type(source) is not dict or tuple(source) != SOURCE_NAMES:
+            source = {name: source.get(name) for name in SOURCE_NAMES}
         payload = {
-            "before": self._row(before, "before"),
-            "after": self._row(after, "after"),
-            "source": {name: source.get(name) for name in _SOURCE_NAMES},
+            "before": None if before is None else self._row(before, "before"),
+            "after": None if after is None else self._row(after, "after"),
+            "source": source,
             "op": op.value,
             "ts_ms": ts_ms,
             "ts_us": ts_us,
             "ts_ns": ts_ns,
-            "transaction": None if transaction is None else dict(transaction),
-        }
-        return self._wrap(self._value_head, payload)
+            "transaction": transaction if type(transaction) is dict or transaction is None
+            else dict(transaction),
+        }  # fmt: skip
+        return self._wrap(self.value_head, payload)
 
     def key(self, row: Mapping[str, Any]) -> bytes:
         """The record key of a row (its key columns); the tombstone after a delete has this key
@@ -183,13 +203,11 @@ class EventWriter:
         payload = self._encode(self._key_columns, row, "key")
         return self._wrap(self._key_head, payload)
 
-    def _wrap(self, head: str, payload: dict[str, Any]) -> bytes:
-        body = _ENCODER.encode(payload)
-        return (head + body + "}" if self.schemas_enable else body).encode()
+    def _wrap(self, head: bytes, payload: dict[str, Any]) -> bytes:
+        body = json_bytes.dumps(payload)
+        return b"".join((head, body, b"}")) if self.schemas_enable else body
 
-    def _row(self, row: Mapping[str, Any] | None, where: str) -> dict[str, Any] | None:
-        if row is None:
-            return None
+    def _row(self, row: Mapping[str, Any], where: str) -> dict[str, Any]:
         undeclared = row.keys() - self._names
         if undeclared:
             raise ChangeEventError(f"undeclared columns {sorted(undeclared)}", field=where)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
+from cdc import json_bytes
 from cdc.connector import OutRecord
 from cdc.streams.protocol import StreamRecord
 
@@ -31,15 +31,12 @@ class InputEvent:
 Decoder = Callable[[StreamRecord], InputEvent]
 
 
-_DECODER = json.JSONDecoder(parse_float=Decimal)
 # A JSON text starts with whitespace, a value, or a BOM/UTF-16/32 byte; keys starting with any
 # other ASCII letter (ids like "c17") are text without paying for a failed parse.
 _NOT_JSON_START = frozenset(b"abcdeghijklmopqrsuvwxyzABCDEFGHJKLMOPQRSTUVWXYZ")
 
 
-def _loads(data: bytes) -> Any:
-    """``json.loads(data, parse_float=Decimal)`` without building a decoder per call."""
-    return _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
+_loads = json_bytes.loads_decimal
 
 
 def _key(raw: bytes) -> Any:

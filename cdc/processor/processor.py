@@ -92,6 +92,8 @@ class EventProcessor:
         self._txn: TransactionCounter | None = None
         self._pending_events = 0
         self._consumed: dict[TopicPartition, int] = {}
+        self._next_offsets: dict[tuple[str, int], int] = {}
+        """Input positions reached since the last commit (plain tuples: set per event)."""
         self._checkpoint: dict[TopicPartition, int] = {}
         self._seq = 0
         self.tables: StateTables | None = None
@@ -184,22 +186,30 @@ class EventProcessor:
 
     def _send(self, out: OutRecord) -> None:
         assert self._writer is not None
-        self._writer.send(out.topic, out.key, out.value, partition=out.partition,
-                          headers=out.headers)  # fmt: skip
+        if out.partition is None and not out.headers:
+            self._writer.send(out.topic, out.key, out.value)
+        else:
+            self._writer.send(out.topic, out.key, out.value, partition=out.partition,
+                              headers=out.headers)  # fmt: skip
 
     def _process(self, record: StreamRecord) -> int:
         """Run the handler on one record; 1 if it was dead-lettered."""
         assert self.tables is not None
         txn = self._txn or self._begin()
-        tp = TopicPartition(record.topic, record.partition)
-        self._consumed[tp] = record.offset + 1
+        offset = record.offset
+        self._next_offsets[record.topic, record.partition] = offset + 1
         self._pending_events += 1
-        origin = InputOrigin(record.topic, record.partition, record.offset, record.offset + 1)
+        origin = InputOrigin(record.topic, record.partition, offset, offset + 1)
         tx = self.tables.begin()
         try:
             event = self.decoder(record)
             self.handler(event, tx)
-            cleared = {name: list(self.tables.view(name).scan()) for name in tx.truncated}
+            truncated = tx.truncated
+            cleared = (
+                {name: list(self.tables.view(name).scan()) for name in truncated}
+                if truncated
+                else None
+            )
             out = self.connector.encode(tx.preview(), origin, txn, cleared)
         except Exception as exc:  # the event, not the processor, is at fault: dead-letter it
             tx.abort()
@@ -212,8 +222,9 @@ class EventProcessor:
             tx.abort()
             raise
         tx.commit()
+        send = self._send
         for item in out:
-            self._send(item)
+            send(item)
         return 0
 
     def emit_snapshot(self, *tables: str) -> int:
@@ -236,6 +247,8 @@ class EventProcessor:
     def _commit(self) -> None:
         assert self._writer is not None and self._txn is not None and self.tables is not None
         self._send(end_record(self.connector, self._txn))
+        self._consumed.update({TopicPartition(*tp): o for tp, o in self._next_offsets.items()})
+        self._next_offsets.clear()
         written = self._writer.commit(self._consumed, self._reader)
         changelog = set(self.connector.topics.values())
         self._checkpoint.update({tp: p for tp, p in written.items() if tp.topic in changelog})

@@ -8,14 +8,20 @@ rebuilt from the changelog's start.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from cdc.connector import ChangelogConnector
-from cdc.state import CapturedChange, StateStore, apply_changelog_batch
-from cdc.streams.protocol import EventStream, TopicPartition
+from cdc.state import StateStore
+from cdc.state.overlay import WriteLayer
+from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 
-RESTORE_BATCH = 10_000
+RESTORE_POLL = 10_000
+"""Records asked of the reader per poll."""
+WINDOW_BYTES = 64 << 20
+"""Value bytes of the newest record per key kept before they are applied to the store."""
+WINDOW_KEYS = 200_000
+"""Keys kept before they are applied to the store."""
 
 
 @dataclass
@@ -50,12 +56,11 @@ def restore_store(
     started = time.monotonic()
     report = RestoreReport(rebuilt=rebuilt, reason=reason)
     checkpoint = store.checkpoint()
-    ranges: list[tuple[TopicPartition, int, int]] = []
+    ranges: dict[str, dict[int, tuple[int, int]]] = {}
     for topic in connector.topics.values():
         for partition in range(stream.partition_count(topic)):
-            tp = TopicPartition(topic, partition)
             bounds = stream.bounds(topic, partition)
-            start = checkpoint.get(tp, bounds.log_start)
+            start = checkpoint.get(TopicPartition(topic, partition), bounds.log_start)
             if not bounds.log_start <= start <= bounds.end and not report.rebuilt:
                 store.wipe()
                 why = f"checkpoint {start} of {topic}[{partition}] is outside the changelog"
@@ -63,29 +68,78 @@ def restore_store(
                     stream, store, connector, rebuilt=True,
                     reason=f"{why} [{bounds.log_start}, {bounds.end}]", progress=progress,
                 )  # fmt: skip
-            ranges.append((tp, start, bounds.end))
-    total = sum(end - start for _, start, end in ranges)
-    tables = list(connector.tables.values())
+            ranges.setdefault(topic, {})[partition] = (start, bounds.end)
+    total = sum(end - start for spans in ranges.values() for start, end in spans.values())
     done = dict(checkpoint)
-    for tp, start, end in ranges:
-        batch: list[CapturedChange] = []
-        last = start - 1
-        for record in stream.read(tp.topic, tp.partition, start, end):
-            change = connector.decode(record)
-            if change is not None:
-                batch.append(change)
-            report.events += 1
-            last = record.offset
-            if len(batch) >= RESTORE_BATCH:
-                done[tp] = last + 1
-                apply_changelog_batch(store, tables, batch, done)
-                batch = []
-                if progress:
-                    progress(report.events, total)
-        done[tp] = end
-        apply_changelog_batch(store, tables, batch, done)
-        if progress:
-            progress(report.events, total)
+    for topic, spans in ranges.items():
+        _restore_topic(stream, store, connector, topic, spans, done, report, total, progress)
     report.positions = done
     report.seconds = time.monotonic() - started
     return report
+
+
+def _restore_topic(
+    stream: EventStream,
+    store: StateStore,
+    connector: ChangelogConnector,
+    topic: str,
+    spans: dict[int, tuple[int, int]],
+    done: dict[TopicPartition, int],
+    report: RestoreReport,
+    total: int,
+    progress: Progress | None,
+) -> None:
+    """Read every partition of one changelog topic with one reader, keeping the newest record
+    per key (only it decides the key's state), and apply each window of them atomically with
+    the positions read so far."""
+    ends = {p: end for p, (start, end) in spans.items() if start < end}
+    for partition, (_, end) in spans.items():
+        done[TopicPartition(topic, partition)] = end  # applied with the first window
+    if not ends:
+        store.apply({}, done)
+        return
+    read = {p: spans[p][0] for p in ends}
+    reader = stream.reader({TopicPartition(topic, p): start for p, start in read.items()})
+    window: dict[object, StreamRecord] = {}
+    size = 0
+    try:
+        while ends:
+            batch = reader.poll(RESTORE_POLL, 1.0)
+            for record in batch:
+                p, offset = record.partition, record.offset
+                if offset >= ends.get(p, -1):
+                    continue  # written after the restore started (or a finished partition)
+                read[p] = offset + 1
+                key = record.key if record.key is not None else (p, offset)
+                old = window.pop(key, None)  # the newest record per key goes last
+                if old is not None and old.value is not None:
+                    size -= len(old.value)
+                window[key] = record
+                if record.value is not None:
+                    size += len(record.value)
+                report.events += 1
+            for p in list(ends):
+                if read[p] >= ends[p] or (not batch and reader.position(topic, p) >= ends[p]):
+                    read[p] = ends.pop(p)
+            if not ends or size >= WINDOW_BYTES or len(window) >= WINDOW_KEYS:
+                positions = {TopicPartition(topic, p): o for p, o in read.items()}
+                _apply_window(store, connector, window.values(), {**done, **positions})
+                window, size = {}, 0
+                if progress:
+                    progress(report.events, total)
+    finally:
+        reader.close()
+
+
+def _apply_window(
+    store: StateStore,
+    connector: ChangelogConnector,
+    records: Iterable[StreamRecord],
+    checkpoint: dict[TopicPartition, int],
+) -> None:
+    layer = WriteLayer()
+    for record in records:
+        write = connector.restore_write(record)
+        if write is not None:
+            layer.put(*write)
+    store.apply(layer.writes, checkpoint)

@@ -131,12 +131,17 @@ def _fixed(data: bytes, pos: int, size: int) -> bytes:
     return raw
 
 
+def encode_text(text: str) -> bytes:
+    """The encoded key of a one-column ``str`` key (what ``encode_key((str,), [text])`` gives)."""
+    return text.encode("utf-8", "surrogatepass").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+
+
 _Decoder = Callable[[bytes, int], tuple[Any, int]]
 _CODECS: dict[type, tuple[Callable[[Any], bytes], _Decoder]] = {
     int: (_enc_int, _dec_int),
     float: (_enc_float, _dec_float),
     bool: (lambda b: b"\x01" if b else b"\x00", lambda d, p: (_fixed(d, p, 1) == b"\x01", p + 1)),
-    str: (lambda s: _enc_bytes(s.encode("utf-8", "surrogatepass")), _dec_str),
+    str: (encode_text, _dec_str),
     bytes: (_enc_bytes, _dec_bytes),
     Decimal: (_enc_decimal, _dec_decimal),
     date: (

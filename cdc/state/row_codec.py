@@ -16,6 +16,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from cdc import json_bytes
 from cdc.errors import ChangeEventError
 
 
@@ -82,6 +83,11 @@ COLUMN_TYPES: frozenset[type] = frozenset(_CHECKS)
 """The python types a state-table column may declare."""
 
 
+def value_check(tp: type) -> Callable[[object], Any]:
+    """The check of a ``tp`` column: the stored value, or ``TypeError`` (see ``check_value``)."""
+    return _CHECKS[tp]
+
+
 def check_value(tp: type, value: object, *, table: str, column: str) -> Any:
     """``value`` as stored in a ``tp`` column (ints widen to float/Decimal), or ChangeEventError."""
     try:
@@ -114,39 +120,50 @@ _FROM_JSON: dict[type, Callable[[Any], Any]] = {
 }
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-"""``json.dumps(doc, separators=(",", ":"), ensure_ascii=False)`` without an encoder per call."""
+RowPlan = tuple[tuple[str, type, Callable[[Any], Any] | None, Callable[[Any], Any] | None], ...]
+"""Per column: name, type, to-JSON and from-JSON conversion (None: the value as it is)."""
+
+
+def row_plan(columns: Mapping[str, type]) -> RowPlan:
+    """The conversions of ``columns``, looked up once per table rather than per row."""
+    return tuple((name, tp, _TO_JSON.get(tp), _FROM_JSON.get(tp)) for name, tp in columns.items())
 
 
 def encode_row(columns: Mapping[str, type], row: Mapping[str, Any]) -> bytes:
     """Encode a checked row (absent or None columns are left out)."""
-    doc = {
-        name: _TO_JSON.get(tp, _same)(row[name])
-        for name, tp in columns.items()
-        if row.get(name) is not None
-    }
-    return _ENCODER.encode(doc).encode("utf-8", "surrogatepass")
+    return encode_planned(row_plan(columns), row)
+
+
+def encode_planned(plan: RowPlan, row: Mapping[str, Any]) -> bytes:
+    """``encode_row`` with the conversions of ``row_plan``."""
+    doc = {}
+    for name, _, to_json, _ in plan:
+        value = row.get(name)
+        if value is not None:
+            doc[name] = value if to_json is None else to_json(value)
+    return json_bytes.dumps(doc, "surrogatepass")
 
 
 def decode_row(columns: Mapping[str, type], data: bytes, *, table: str) -> dict[str, Any]:
     """Decode a row made by ``encode_row``; columns not stored are None, unknown ones ignored."""
+    return decode_planned(row_plan(columns), data, table=table)
+
+
+def decode_planned(plan: RowPlan, data: bytes, *, table: str) -> dict[str, Any]:
+    """``decode_row`` with the conversions of ``row_plan``."""
     try:
-        doc = json.loads(data.decode("utf-8", "surrogatepass"))
+        doc = json_bytes.loads(data, "surrogatepass")
     except ValueError as exc:
         raise ChangeEventError(f"table {table}: stored row is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
+    if type(doc) is not dict:
         raise ChangeEventError(f"table {table}: stored row is not a JSON object")
     row: dict[str, Any] = {}
-    for name, tp in columns.items():
+    for name, tp, _, from_json in plan:
         raw = doc.get(name)
         try:
-            row[name] = None if raw is None else _FROM_JSON.get(tp, _same)(raw)
+            row[name] = raw if raw is None or from_json is None else from_json(raw)
         except (ValueError, TypeError, ArithmeticError) as exc:
             raise ChangeEventError(
                 f"table {table}: stored value is not a {tp.__name__}: {exc}", field=name
             ) from None
     return row
-
-
-def _same(value: Any) -> Any:
-    return value

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import date
 from decimal import Context, Decimal
 from types import MappingProxyType
 from typing import Any
@@ -12,6 +13,7 @@ from cdc.state import key_codec, row_codec
 from cdc.state.changes import Row
 
 MAX_NAME_BYTES = 255
+_CANONICAL_KEY_TYPES = frozenset({str, int, bool, bytes, date})
 
 
 class StateTable:
@@ -31,7 +33,10 @@ class StateTable:
     ``key`` order, or the bare value for a one-column key.
     """
 
-    __slots__ = ("_key_types", "columns", "key", "name", "scales")
+    __slots__ = (
+        "_checks", "_key_types", "_plan", "_text_key", "canonical_keys", "columns", "key",
+        "mutable_values", "name", "scales",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -64,6 +69,18 @@ class StateTable:
                 raise ValueError(f"table {name}: scale given for {column!r}, not a Decimal column")
             if not isinstance(scale, int) or isinstance(scale, bool) or scale < 0:
                 raise ValueError(f"table {name}: scale of {column!r} must be an int >= 0")
+        self._plan = row_codec.row_plan(self.columns)
+        ordered = [*self.key, *(c for c in self.columns if c not in self.key)]
+        self._checks = tuple(
+            (c, row_codec.value_check(self.columns[c]), c in self.scales, c in self.key)
+            for c in ordered
+        )
+        self._text_key = self._key_types == (str,)
+        self.canonical_keys = all(t in _CANONICAL_KEY_TYPES for t in self._key_types)
+        """Key values read back from encoded keys equal the checked ones exactly (no -0.0,
+        trailing zeros or time zones that the key codec normalises)."""
+        self.mutable_values = any(t in (dict, list) for t in self.columns.values())
+        """Rows hold dicts or lists, which a caller could change in place."""
 
     def __repr__(self) -> str:
         return f"StateTable({self.name!r}, key={self.key})"
@@ -90,12 +107,13 @@ class StateTable:
 
     def encode_key(self, key: object) -> bytes:
         """The order-preserving bytes of ``key`` (any form ``key_of`` accepts)."""
-        if type(key) is str and len(self.key) == 1:  # the common bare key, as key_of takes it
-            column = self.key[0]
-            return self._encode_checked_key({column: self._check(column, key)})
+        if type(key) is str and self._text_key:  # the common bare key, as key_of takes it
+            return key_codec.encode_text(key)
         return self._encode_checked_key(self.key_of(key))
 
     def _encode_checked_key(self, checked: Row) -> bytes:
+        if self._text_key:
+            return key_codec.encode_text(checked[self.key[0]])
         try:
             return key_codec.encode_key(self._key_types, [checked[c] for c in self.key])
         except (ValueError, OverflowError) as exc:
@@ -116,24 +134,44 @@ class StateTable:
 
     def check_row(self, row: Mapping[str, Any]) -> Row:
         """``row`` with every column checked (absent non-key columns are None)."""
-        unknown = [c for c in row if c not in self.columns]
-        if unknown:
-            raise ChangeEventError(f"table {self.name}: unknown column", field=str(unknown[0]))
-        checked = self.key_of(row)
-        for column, tp in self.columns.items():
-            if column not in checked:
-                value = row.get(column)
-                checked[column] = None if value is None else self._check(column, value, tp)
+        columns = self.columns
+        for column in row:
+            if column not in columns:
+                raise ChangeEventError(f"table {self.name}: unknown column", field=str(column))
+        checked: Row = {}
+        for column, check, scaled, is_key in self._checks:
+            value = row.get(column)
+            if value is None:
+                if is_key:
+                    raise ChangeEventError(
+                        f"table {self.name}: key column is missing", field=column
+                    )
+                checked[column] = None
+                continue
+            try:
+                value = check(value)
+            except TypeError:
+                self._check(column, value)  # raises the ChangeEventError naming the column
+            checked[column] = self._to_scale(column, value) if scaled else value
         return checked
 
     def encode_row(self, row: Mapping[str, Any]) -> tuple[bytes, bytes]:
         """The encoded (key, row) of a row, checked first."""
+        key, data, _ = self.check_and_encode(row)
+        return key, data
+
+    def check_and_encode(self, row: Mapping[str, Any]) -> tuple[bytes, bytes, Row]:
+        """The encoded key and row of ``row``, and the checked row they encode."""
         checked = self.check_row(row)  # its key columns are checked: encode them as they are
-        return self._encode_checked_key(checked), row_codec.encode_row(self.columns, checked)
+        return (
+            self._encode_checked_key(checked),
+            row_codec.encode_planned(self._plan, checked),
+            checked,
+        )
 
     def decode_row(self, data: bytes) -> Row:
         """The row of stored bytes made by ``encode_row``."""
-        return row_codec.decode_row(self.columns, data, table=self.name)
+        return row_codec.decode_planned(self._plan, data, table=self.name)
 
     def _check(self, column: str, value: object, tp: type | None = None) -> Any:
         checked = row_codec.check_value(

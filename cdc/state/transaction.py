@@ -52,11 +52,28 @@ class TableHandle(TableView):
         super().__init__(table, tx._reader)
         self._tx = tx
 
+    def get(self, key: object) -> Row | None:
+        """The row with primary key ``key`` (a dict, a tuple or a bare value), or None."""
+        self._check_open()
+        table = self.table
+        encoded = table.encode_key(key)
+        found, data = self._tx._layer.lookup(table.name, encoded)
+        if found:  # the transaction's own write
+            return None if data is None else table.decode_row(data)
+        data = self._tx._reader.committed_get(table.name, encoded)
+        if data is None:
+            return None
+        row = table.decode_row(data)
+        if not table.mutable_values:  # kept as the before image the commit captures
+            self._tx._before[table.name, encoded] = row
+            return dict(row)
+        return row
+
     def put(self, row: Mapping[str, Any]) -> None:
         """Insert or replace ``row`` (its primary-key columns say which row)."""
         self._check_open()
-        key, data = self.table.encode_row(row)
-        self._tx._write(self.table.name, key, data)
+        key, data, checked = self.table.check_and_encode(row)
+        self._tx._write(self.table.name, key, data, checked)
 
     def delete(self, key: object) -> None:
         """Delete the row with primary key ``key`` (nothing happens if there is none)."""
@@ -128,6 +145,10 @@ class StateTransaction:
         self.state = TxState.OPEN
         self.changes: list[CapturedChange] = []
         self._preview: list[CapturedChange] | None = None
+        self._before: dict[tuple[str, bytes], Row] = {}
+        """Committed rows read, decoded (their ``before`` images, not decoded again)."""
+        self._after: dict[tuple[str, bytes], Row | None] = {}
+        """The checked row of each key written (the ``after`` image that was encoded)."""
 
     def table(self, table: StateTable | str) -> TableHandle:
         """The handle to read and write ``table`` in this transaction."""
@@ -174,13 +195,18 @@ class StateTransaction:
         self.state = TxState.ABORTED
         self._on_end(None)
 
-    def _write(self, table: str, key: bytes | None, value: bytes | None) -> None:
-        """Buffer a put (a delete if ``value`` is None), or clear ``table`` if ``key`` is None."""
+    def _write(
+        self, table: str, key: bytes | None, value: bytes | None, row: Row | None = None
+    ) -> None:
+        """Buffer a put of ``value`` (checked as ``row``; a delete if ``value`` is None), or
+        clear ``table`` if ``key`` is None."""
         self._preview = None
         if key is None:
             self._layer.truncate(table)
+            self._after = {where: r for where, r in self._after.items() if where[0] != table}
         else:
             self._layer.put(table, key, value)
+            self._after[table, key] = row
 
     def _capture(self) -> list[CapturedChange]:
         layer = self._layer
@@ -192,14 +218,18 @@ class StateTransaction:
                 before = None if cleared else self._reader.committed_get(name, key)
                 if before == after:  # no-op: a put then delete of a new key, or the same row
                     continue
-                changes.append(
-                    CapturedChange.between(
-                        name,
-                        table.decode_key(key),
-                        None if before is None else table.decode_row(before),
-                        None if after is None else table.decode_row(after),
-                    )
-                )
+                before_row = None if before is None else self._before.get((name, key))
+                if before is not None and before_row is None:
+                    before_row = table.decode_row(before)
+                after_row = None if after is None else self._after.get((name, key))
+                if after is not None and after_row is None:
+                    after_row = table.decode_row(after)
+                image = after_row if after_row is not None else before_row
+                if table.canonical_keys and image is not None:
+                    key_row = {c: image[c] for c in table.key}
+                else:
+                    key_row = table.decode_key(key)
+                changes.append(CapturedChange.between(name, key_row, before_row, after_row))
         return changes
 
     def _check_open(self) -> None:

@@ -41,9 +41,20 @@ def make_admin(bootstrap: str, extra: Config) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap, **extra})
 
 
-def make_consumer(bootstrap: str, group: str | None, extra: Config) -> Consumer:
+PROCESSOR_PREFETCH_KBYTES = 256 * 1024
+"""Fetched-ahead records per partition of a consumer group's reader (the processor's input)."""
+READ_PREFETCH_KBYTES = 32 * 1024
+"""The same for group-less readers (bounded reads, restores): enough to keep the fetcher busy,
+small enough that reading many large changelog partitions at once stays within memory."""
+
+
+def make_consumer(
+    bootstrap: str, group: str | None, extra: Config, *, prefetch_kbytes: int | None = None
+) -> Consumer:
     """A read-committed consumer that never commits on its own (positions are committed in
     producer transactions), reporting partition EOF so bounded reads know where to stop."""
+    if prefetch_kbytes is None:
+        prefetch_kbytes = PROCESSOR_PREFETCH_KBYTES if group else READ_PREFETCH_KBYTES
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -55,7 +66,7 @@ def make_consumer(bootstrap: str, group: str | None, extra: Config) -> Consumer:
             "auto.offset.reset": "error",
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 256 * 1024,
+            "queued.max.messages.kbytes": prefetch_kbytes,
             **extra,
         }
     )

@@ -38,10 +38,12 @@ class KafkaStreamReader:
         self.consumer = kc.make_consumer(stream.bootstrap, group, stream.client_config)
         self.consumer.assign([kc.KafkaPartition(t, p, o) for (t, p), o in positions.items()])
         self.at_end: set[TopicPartition] = set()
+        self._eof = False
 
     def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
         """Up to ``max_records`` committed records, waiting up to ``timeout_s`` for the first;
-        partitions found at their end are in ``at_end``."""
+        partitions found at their end are in ``at_end``. Returns early, possibly empty, when a
+        partition reports its end (nothing more is committed there yet)."""
         deadline = time.monotonic() + timeout_s
         out: list[StreamRecord] = []
         while not out:
@@ -51,9 +53,10 @@ class KafkaStreamReader:
             if first is None:
                 return out
             rest = self.consumer.consume(max_records - 1, 0) if max_records > 1 else []
+            self._eof = False
             out = [r for r in map(self._record, [first, *rest]) if r is not None]
-            if time.monotonic() >= deadline:
-                break
+            if self._eof or time.monotonic() >= deadline:
+                break  # a partition reached its end: no record may come before the timeout
         return out
 
     def _record(self, msg: kc.Message) -> StreamRecord | None:
@@ -62,14 +65,16 @@ class KafkaStreamReader:
         if err is not None:
             if err.code() == kc.KafkaError._PARTITION_EOF:
                 self.at_end.add(TopicPartition(topic, partition))
+                self._eof = True
                 return None
             raise KafkaStreamError(f"reading {topic} partition {partition}: {err.str()}")
-        self.at_end.discard(TopicPartition(topic, partition))
-        _, ts = msg.timestamp()
-        headers = _headers(msg.headers())
+        if self.at_end:  # per record: skip building a TopicPartition when nothing is at its end
+            self.at_end.discard(TopicPartition(topic, partition))
+        raw_headers = msg.headers()
         return StreamRecord(
-            topic, partition, msg.offset() or 0, msg.key(), msg.value(), ts, headers
-        )
+            topic, partition, msg.offset() or 0, msg.key(), msg.value(), msg.timestamp()[1],
+            _headers(raw_headers) if raw_headers else (),
+        )  # fmt: skip
 
     def position(self, topic: str, partition: int) -> int:
         """The consumer's next offset for the partition (past skipped transaction markers)."""

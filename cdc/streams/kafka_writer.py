@@ -36,7 +36,7 @@ class KafkaTransactionalWriter:
         self._producer = self._new_producer()
         self._watermarks = kc.make_consumer(bootstrap, None, extra) if visible_on_commit else None
         self._producer.init_transactions(60)
-        self._written: dict[TopicPartition, int] = {}
+        self._written: dict[tuple[str, int], int] = {}
         self._failure: str | None = None
         self._generation = 0
 
@@ -44,30 +44,28 @@ class KafkaTransactionalWriter:
         self._written = {}
         self._failure = None
         self._generation += 1
-        self._callback = self._on_delivery()
+        self._callback = self._on_delivery(self._written)
         self._producer.begin_transaction()
 
     def _new_producer(self) -> kc.Producer:
         return kc.make_producer(self._bootstrap, self.transactional_id, self._extra)
 
-    def _on_delivery(self) -> Any:
+    def _on_delivery(self, written: dict[tuple[str, int], int]) -> Any:
         generation = self._generation
 
         def delivered(err: Any, msg: Any) -> None:
             # Reports of an aborted transaction's purged records may arrive during the next one.
-            if generation == self._generation:
-                self._delivered(err, msg)
+            if generation != self._generation:
+                return
+            if err is not None:
+                self._failure = f"{msg.topic()} partition {msg.partition()}: {err.str()}"
+                return
+            # Once per record: a plain tuple, made a TopicPartition once, in ``commit``.
+            where, nxt = (msg.topic(), msg.partition()), msg.offset() + 1
+            if nxt > written.get(where, -1):
+                written[where] = nxt
 
         return delivered
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._failure = f"{msg.topic()} partition {msg.partition()}: {err.str()}"
-            return
-        tp = TopicPartition(msg.topic(), msg.partition())
-        nxt = msg.offset() + 1
-        if nxt > self._written.get(tp, -1):
-            self._written[tp] = nxt
 
     def send(
         self,
@@ -79,6 +77,12 @@ class KafkaTransactionalWriter:
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
     ) -> None:
+        if partition is None and not headers and timestamp_ms is None:
+            try:  # the common record, without building keyword arguments
+                self._producer.produce(topic, value, key, on_delivery=self._callback)
+                return
+            except BufferError:
+                pass
         kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._callback}
         if partition is not None:
             kwargs["partition"] = partition
@@ -121,7 +125,7 @@ class KafkaTransactionalWriter:
             self._abort_quietly()
             raise
         self._wait_visible()
-        return dict(self._written)
+        return {TopicPartition(*where): position for where, position in self._written.items()}
 
     def _wait_visible(self, timeout_s: float = 30.0) -> None:
         if self._watermarks is None:
