@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay_command.add_verify_arguments(p)
     p.set_defaults(handler=lambda a: replay_command.run_verify(a))
 
+    from replay import project_command
+
+    p = sub.add_parser("project", help="maintain a SQL projection (read model) from a change topic")
+    project_command.add_arguments(p)
+    p.set_defaults(handler=lambda a: project_command.run(a))
+
     p = sub.add_parser("process", help="run an example processor over a stream until idle")
     process_command.add_arguments(p)
     p.set_defaults(handler=_cmd_process)

@@ -1,0 +1,232 @@
+"""Projections in a Delta sink: Spark SQL statements of the plan on path tables, exactly once.
+
+A projection version owns a **master** table (its stored table, the one readers' view reads)
+and **auxiliary** tables (the source mirror, the MIN/MAX multisets). Delta has no multi-table
+transactions, so a batch is several commits; exactly-once comes from these rules:
+
+- the batch's statements run in the plan's order, the master's MERGE **last**; only that MERGE
+  carries the ledger (``userMetadata``: seq, positions) and the idempotent-write id
+  (``txnAppId = replicator-projection/<table>``, ``txnVersion = seq``), like the Delta sink;
+- every auxiliary commit carries the batch's ``seq`` in its ``userMetadata`` too; commits of the
+  master without metadata (its creation, a truncate's ``DELETE``) are never ledger entries;
+- before each batch, :meth:`DeltaProjectionStore.recover` restores (Delta ``RESTORE``) the master
+  to its latest ledger entry and each auxiliary table to its newest commit with a ``seq`` not
+  above the master's, dropping tables that have none. A crash between two statements thus
+  rewinds every table to the end of the last committed batch, and the batch is redone from the
+  master's positions (re-cut freely: nothing of it survived). A restore commit carries the
+  metadata of the version it restores, so the ledger reads the same after it.
+
+Signed rows are computed from the mirror before it changes and materialised (a local
+checkpoint), so later statements of the batch never see the mirror's new state. Restores need
+the files of the restored versions: do not ``VACUUM`` a projection's tables below the time a
+crash recovery might need (Delta's default retention, 7 days, is plenty).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+from cdc.streams.protocol import TopicPartition
+from projections import IncrementalPlan
+from projections.sql_ast import SPARK
+from replay.projection_sql import MirrorSql
+from replay.sinks.delta_log import commit_versions, read_ledger
+from replay.sinks.delta_sink import (
+    TXN_APP_ID,
+    TXN_VERSION,
+    USER_METADATA,
+    DeltaSink,
+    _session_confs,
+)
+from replay.sinks.ledger import encode_metadata, plan_positions
+from replay.sinks.protocol import OP, OP_DELETE, OP_UPSERT, TRUNCATED, LedgerEntry, Positions
+from replay.spark import DataFrame, F
+
+REGISTRY_DIR = "_replicator_projections"
+_BATCH, _SIGNED, _ROWS = "__projection_batch", "__projection_signed", "__projection_rows"
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class DeltaProjectionStore:
+    """Runs projection batches, blue/green swaps and reads on a :class:`DeltaSink`."""
+
+    dialect = SPARK
+
+    def __init__(self, sink: DeltaSink) -> None:
+        self.sink, self.spark, self.root = sink, sink.spark, sink.root
+
+    def positions(self, table: str) -> dict[TopicPartition, int]:
+        """The positions the projection stored in ``table`` reflects (its master's ledger)."""
+        return self.sink.positions(table)
+
+    def sql(self, statement: str, tables: Sequence[str]) -> DataFrame:
+        """Run a Spark statement naming ``tables`` as plain identifiers on their Delta paths."""
+        for table in sorted(tables, key=len, reverse=True):
+            path = str(self.root / table).replace("`", "``")
+            statement = statement.replace(_quote(table), f"delta.`{path}`")
+        return self.spark.sql(statement)
+
+    def recover(self, master: str, auxiliary: Sequence[str]) -> None:
+        """Rewind the tables of a projection version to its last committed batch (module doc)."""
+        entries = read_ledger(master, self.root / master, latest_only=True)
+        if not entries:
+            for table in (master, *auxiliary):
+                shutil.rmtree(self.root / table, ignore_errors=True)
+            return
+        latest = entries[0]
+        if commit_versions(self.root / master)[-1] > latest.entry.version:
+            self._restore(master, latest.entry.version, latest.metadata)
+        for table in auxiliary:
+            kept = [e for e in read_ledger(table, self.root / table) if e.seq <= latest.seq]
+            if not kept:
+                shutil.rmtree(self.root / table, ignore_errors=True)
+            elif commit_versions(self.root / table)[-1] > kept[-1].entry.version:
+                self._restore(table, kept[-1].entry.version, kept[-1].metadata)
+
+    def _restore(self, table: str, version: int, metadata: str) -> None:
+        with _session_confs(self.spark, {USER_METADATA: metadata}):
+            self.sql(f"RESTORE TABLE {_quote(table)} TO VERSION AS OF {version}", [table])
+
+    def _plan(self, table: str, positions: Positions) -> tuple[int, str] | None:
+        latest = read_ledger(table, self.root / table, latest_only=True)
+        stored = latest[0].entry.positions if latest else None
+        record = plan_positions(table, "merge", stored, positions)
+        if record is None:
+            return None
+        versions = commit_versions(self.root / table)
+        seq = (versions[-1] if versions else -1) + 1
+        return seq, encode_metadata(seq, "merge", record)
+
+    def _committed(self, table: str, meta: str) -> LedgerEntry | None:
+        latest = read_ledger(table, self.root / table, latest_only=True)
+        return latest[0].entry if latest and latest[0].metadata == meta else None
+
+    def apply_sql(
+        self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions
+    ) -> LedgerEntry | None:
+        """Apply one batch (``batch_changes`` columns) to a SQL projection (module doc)."""
+        auxiliary = [*plan.value_tables.values(), mirror.table]
+        tables = [plan.table, *auxiliary]
+        self.recover(plan.table, auxiliary)
+        planned = self._plan(plan.table, positions)
+        if planned is None:
+            return None
+        seq, meta = planned
+        batch.localCheckpoint(eager=True).createOrReplaceTempView(_BATCH)
+        first = batch.agg(F.max(F.col(TRUNCATED).cast("int"))).first()
+        truncated = bool(first and first[0])
+
+        def run(statement: str) -> DataFrame:
+            return self.sql(statement, tables)
+
+        with _session_confs(self.spark, {USER_METADATA: meta}):
+            run(mirror.create_sql(_BATCH, SPARK))
+            if truncated:
+                run(mirror.clear_sql(SPARK))
+            signed = run(mirror.signed_sql(_BATCH, SPARK)).localCheckpoint(eager=True)
+            signed.createOrReplaceTempView(_SIGNED)
+            *values, master = plan.create_statements(_SIGNED, SPARK)
+            for statement in values:
+                run(statement)
+        run(master)  # no metadata: the master's creation is not a ledger entry
+        if truncated:
+            run(plan.reset_statements(SPARK)[0])  # the master, without metadata
+        *value_merges, master_merge = plan.apply_statements(_SIGNED, SPARK)
+        with _session_confs(self.spark, {USER_METADATA: meta}):
+            resets = plan.reset_statements(SPARK)[1:] if truncated else []
+            for statement in [*resets, *value_merges]:
+                run(statement)
+            run(mirror.merge_sql(_BATCH, SPARK))
+        self._commit_master(plan.table, master_merge, tables, seq, meta)
+        return self._committed(plan.table, meta)
+
+    def _commit_master(
+        self, table: str, statement: str, tables: Sequence[str], seq: int, meta: str
+    ) -> None:
+        app = f"replicator-projection/{table}"
+        confs = {USER_METADATA: meta, TXN_APP_ID: app, TXN_VERSION: str(seq)}
+        with _session_confs(self.spark, confs):
+            self.sql(statement, tables)
+        if self._committed(table, meta) is None:
+            # Delta writes no commit for a MERGE that changes nothing: record the positions
+            # with an empty append (one commit, same id and metadata; Delta skips it too when a
+            # racing twin already committed this txnVersion).
+            with _session_confs(self.spark, confs):
+                self.sql(f"INSERT INTO {_quote(table)} SELECT * FROM {_quote(table)} LIMIT 0",
+                         [table])  # fmt: skip
+
+    def apply_rows(
+        self,
+        table: str,
+        identity: Sequence[str],
+        rows: DataFrame,
+        truncated: bool,
+        positions: Positions,
+    ) -> LedgerEntry | None:
+        """Delete every ``identity`` of ``rows`` and upsert those with ``__op`` ``u`` (after
+        clearing the table when ``truncated``): one MERGE carrying the ledger entry."""
+        self.recover(table, [])
+        planned = self._plan(table, positions)
+        if planned is None:
+            return None
+        seq, meta = planned
+        rows.localCheckpoint(eager=True).createOrReplaceTempView(_ROWS)
+        columns = [c for c in rows.columns if c != OP]
+        names = ", ".join(_quote(c) for c in columns)
+
+        def run(statement: str) -> DataFrame:
+            return self.sql(statement, [table])
+
+        run(f"CREATE TABLE IF NOT EXISTS {_quote(table)} USING DELTA AS SELECT {names} "
+            f"FROM {_ROWS} LIMIT 0")  # fmt: skip
+        if truncated:
+            run(f"DELETE FROM {_quote(table)}")
+        same = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in identity)
+        sets = ", ".join(f"{_quote(c)} = s.{_quote(c)}" for c in columns)
+        values = ", ".join(f"s.{_quote(c)}" for c in columns)
+        merge = (
+            f"MERGE INTO {_quote(table)} AS t USING {_ROWS} AS s ON {same} "
+            f"WHEN MATCHED AND s.{OP} = '{OP_DELETE}' THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {sets} "
+            f"WHEN NOT MATCHED AND s.{OP} = '{OP_UPSERT}' THEN INSERT ({names}) VALUES ({values})"
+        )
+        self._commit_master(table, merge, [table], seq, meta)
+        return self._committed(table, meta)
+
+    def load_state(self, name: str) -> str | None:
+        """The blue/green state (JSON) of projection ``name``, None if it has none."""
+        path = self.root / REGISTRY_DIR / f"{name}.json"
+        return path.read_text(encoding="utf-8") if path.exists() else None
+
+    def save_state(self, name: str, state: str, statements: Sequence[str] = ()) -> None:
+        """Store ``state`` by an atomic file rename: readers resolve the served version from it
+        (the swap). ``statements`` are drops of retired versions' tables, run after."""
+        folder = self.root / REGISTRY_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        staged = folder / f".{name}.json.tmp"
+        staged.write_text(state, encoding="utf-8")
+        os.replace(staged, folder / f"{name}.json")
+        for statement in statements:
+            dropped = re.fullmatch(r"DROP TABLE IF EXISTS `(.+)`", statement)
+            if dropped:
+                shutil.rmtree(self.root / dropped.group(1).replace("``", "`"), ignore_errors=True)
+
+    def query(self, select: str, tables: Sequence[str] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a Spark SQL query over ``tables``."""
+        return [tuple(r) for r in self.sql(select, tables).collect()]
+
+    def frame(self, select: str, tables: Sequence[str] = ()) -> DataFrame:
+        """A Spark SQL query over ``tables`` as a DataFrame."""
+        return self.sql(select, tables)
+
+    def drop(self, tables: Sequence[str]) -> None:
+        """Delete ``tables`` (a fresh rebuild of a version)."""
+        for table in tables:
+            shutil.rmtree(self.root / table, ignore_errors=True)
