@@ -57,16 +57,24 @@ def loads_decimal(data: bytes) -> Any:
     return _DECIMAL_DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
 
 
+def loads_unchecked(data: bytes | bytearray | memoryview) -> Any:
+    """orjson's parse of UTF-8 JSON: a float in the result may have been an integer beyond 64
+    bits, so a caller that reads only part of it checks that part with ``has_float`` (and uses
+    ``loads`` when it holds one); raises ``json.JSONDecodeError`` on bad input."""
+    return orjson.loads(data)
+
+
 def has_float(value: Any) -> bool:
     """Whether a parsed JSON value holds a float anywhere."""
     kind = type(value)
     if kind is dict:
-        return any(
-            type(v) is float or (type(v) in _NESTED and has_float(v)) for v in value.values()
-        )
-    if kind is list:
-        return any(type(v) is float or (type(v) in _NESTED and has_float(v)) for v in value)
-    return kind is float
-
-
-_NESTED = (dict, list)
+        items = value.values()
+    elif kind is list:
+        items = value
+    else:
+        return kind is float
+    for item in items:
+        kind = type(item)
+        if kind is float or ((kind is dict or kind is list) and has_float(item)):
+            return True
+    return False

@@ -41,7 +41,7 @@ class AfterImageReader:
         else:
             return None
         try:
-            payload = json_bytes.loads(body)
+            payload = json_bytes.loads_unchecked(body)
         except ValueError:
             return None
         if type(payload) is not dict or payload.get("op") not in _AFTER_OPS:
@@ -49,6 +49,8 @@ class AfterImageReader:
         after = payload.get("after")
         if type(after) is not dict:
             return None
+        if json_bytes.has_float(after):  # maybe an int beyond 64 bits: json reads it exactly
+            after = json_bytes.loads(body)["after"]
         try:
             row: Row = self._decode(after)
         except FieldError:

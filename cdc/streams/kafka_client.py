@@ -55,6 +55,9 @@ def make_consumer(
     producer transactions), reporting partition EOF so bounded reads know where to stop."""
     if prefetch_kbytes is None:
         prefetch_kbytes = PROCESSOR_PREFETCH_KBYTES if group else READ_PREFETCH_KBYTES
+    # Records librdkafka tries to keep queued per partition (its default, 100,000, is 300 MB
+    # of 3 KB change events); the kilobyte limit above takes precedence.
+    min_records = 100_000 if group else 10_000
     return Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -67,6 +70,7 @@ def make_consumer(
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
             "queued.max.messages.kbytes": prefetch_kbytes,
+            "queued.min.messages": min_records,
             **extra,
         }
     )
