@@ -6,9 +6,10 @@ global sort; Spark aggregates variable-length values sort-based within each task
 Truncate candidates (records whose key is null or is the changelog's truncate key) are kept one
 by one; ``rebuild_table`` decodes just those to find truncates, drops per partition every record
 at or before the partition's last truncate, drops keys whose newest record is a tombstone,
-decodes the survivors, keeps per primary key the image with the highest ``__pos`` (a key may
-survive in several partitions after a repartitioning), and drops deletes. Persist the result of
-``latest_records`` when the rebuild's rows, bad records and truncates are all consumed.
+decodes the survivors, drops those a truncate in another partition clears (``after_truncates``),
+keeps per primary key the image with the highest ``__pos`` (a key may survive in several
+partitions after a repartitioning), and drops deletes. Persist the result of ``latest_records``
+when the rebuild's rows, bad records and truncates are all consumed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from replay.decode import (
     Decoder,
     decode_native,
 )
+from replay.decode_position import source_part
 from replay.decode_schema import TopicSchema
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import Column, DataFrame, F
@@ -35,6 +37,7 @@ TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
 CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
 TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
 _LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
+_TRUNCATE_SOURCE = "__truncate_source"
 
 
 def is_truncate_candidate(key: Column) -> Column:
@@ -66,6 +69,35 @@ def truncate_offsets(decoded: DataFrame) -> DataFrame:
     truncates = decoded.where(F.col(OP) == OP_TRUNCATE)
     return truncates.groupBy(F.col(TOPIC).alias("topic"), F.col(PARTITION).alias("partition")).agg(
         F.max(OFFSET).alias(TRUNCATE_OFFSET), F.max(POS).alias(TRUNCATE_POS)
+    )
+
+
+def after_truncates(decoded: DataFrame, truncates: DataFrame) -> DataFrame:
+    """The decoded changes that no truncate of ``truncates`` (``truncate_offsets``) clears.
+
+    A truncate event lands in one partition but clears the whole table: in its partition it
+    clears the changes at or before its offset, in the others those whose source position (the
+    source part of ``__pos``) is before the topic's last truncate's. A change at the same source
+    position in another partition is kept, and so is every change of a connector without source
+    positions: stream positions of different partitions do not compare.
+    """
+    last = truncates.groupBy(F.col("topic").alias(TOPIC)).agg(
+        F.max(source_part(F.col(TRUNCATE_POS))).alias(_TRUNCATE_SOURCE)
+    )
+    per_partition = truncates.select(
+        F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), TRUNCATE_OFFSET
+    )
+    cleared_here = F.col(OFFSET) <= F.col(TRUNCATE_OFFSET)
+    cleared_elsewhere = (F.col(_TRUNCATE_SOURCE) != "") & (
+        source_part(F.col(POS)) < F.col(_TRUNCATE_SOURCE)
+    )
+    return (
+        decoded.join(F.broadcast(per_partition), [TOPIC, PARTITION], "left")
+        .join(F.broadcast(last), [TOPIC], "left")
+        .where(
+            ~F.coalesce(cleared_here, F.lit(False)) & ~F.coalesce(cleared_elsewhere, F.lit(False))
+        )
+        .select(*decoded.columns)
     )
 
 
@@ -111,7 +143,8 @@ def rebuild_table(
         F.col("value").isNull().alias(TOMBSTONED),
     )  # fmt: skip
     decoded = decode(survivors, schema, (TOMBSTONED,))
-    winners = newest_per_key(decoded.good.where(F.col(OP) != OP_TRUNCATE), schema)
+    changes = after_truncates(decoded.good.where(F.col(OP) != OP_TRUNCATE), truncates)
+    winners = newest_per_key(changes, schema)
     live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
     rows = live.select(*(c.name for c in schema.columns), POS, UNAVAILABLE)
     return Rebuild(rows, truncates, Decoded(unkeyed, schema).bad.unionByName(decoded.bad))

@@ -10,9 +10,9 @@ types, see ``decode_types``) and
 - ``__pos``: the ordering text of ``decode_position``;
 - ``__unavailable``: the columns whose value Debezium could not read (unchanged TOAST); their
   value is null and must be taken from the row's previous image, never written as data;
-- ``__txn`` (source transaction id: ``transaction.id``, else PostgreSQL ``txId``, else MySQL
-  ``gtid``), ``__source`` (the ``source`` struct), ``__topic``, ``__partition``, ``__offset``,
-  ``__key`` (record key bytes).
+- ``__txn`` (source transaction id: ``transaction.id``, PostgreSQL's without its ``:<LSN>``
+  suffix; else PostgreSQL ``txId``, else MySQL ``gtid``), ``__source`` (the ``source`` struct),
+  ``__topic``, ``__partition``, ``__offset``, ``__key`` (record key bytes).
 
 ``bad`` holds the records that are not valid JSON or not valid change events (topic, partition,
 offset, key, value, reason), for the engine's ``--on-error`` policy; the reason of a record that

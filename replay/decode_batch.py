@@ -2,8 +2,9 @@
 
 ``batch_changes`` gives the frame ``Sink.merge`` takes (see ``replay.sinks.protocol``): at most
 one change per primary key, the one with the highest ``__pos`` (``__op`` ``u`` or ``d``). A
-truncate in the batch clears the table at it: per partition, changes at or before the
-partition's last truncate are dropped, every row is marked ``__truncated``, and one ``t`` row
+truncate in the batch clears the table at it: the changes it clears are dropped (in its
+partition those at or before it, in the others those before it in source order: see
+``compaction.after_truncates``), every row is marked ``__truncated``, and one ``t`` row
 (null columns) is added, which sinks apply as the truncate and drop. ``truncates`` gives the
 truncate offsets, for an engine that prefers to split the batch at them. Truncates are looked
 for among the records whose key is null or the changelog's truncate key (Debezium's and ours).
@@ -16,16 +17,17 @@ has stay null and listed in ``__unavailable`` (the sink must keep the stored val
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from replay.bounds import Bound
 from replay.compaction import (
-    TRUNCATE_OFFSET,
     TRUNCATE_POS,
+    after_truncates,
     is_truncate_candidate,
     truncate_offsets,
 )
-from replay.decode import KEY, OFFSET, PARTITION, TOPIC, UNAVAILABLE, Decoder, decode_native
+from replay.decode import KEY, UNAVAILABLE, Decoder, decode_native
 from replay.decode_cut import cut_at
 from replay.decode_schema import TopicSchema
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
@@ -81,26 +83,19 @@ def batch_changes(
     *,
     decode: Decoder = decode_native,
     cut: Bound | None = None,
+    straddling: Sequence[str] = (),
 ) -> BatchChanges:
     """The newest change per key of a batch of raw records, cut at ``cut`` (a source-position
-    bound) when given (see the module doc)."""
+    bound) when given, without the transactions ``straddling`` names (see
+    ``decode_cut.cut_at``) (see the module doc)."""
     decoded = decode(records, schema, ())
-    good = decoded.good if cut is None else cut_at(decoded.good, cut)
+    good = decoded.good if cut is None else cut_at(decoded.good, cut, straddling)
     # Truncates are found among the few records that can be truncates, decoded on their own.
     candidates = decode(records.where(is_truncate_candidate(F.col("key"))), schema, ()).good
     if cut is not None:
-        candidates = cut_at(candidates, cut)
+        candidates = cut_at(candidates, cut, straddling)
     truncates = truncate_offsets(candidates)
-    kept = (
-        good.where(F.col(OP) != OP_TRUNCATE)
-        .join(
-            F.broadcast(truncates).withColumnsRenamed({"topic": TOPIC, "partition": PARTITION}),
-            [TOPIC, PARTITION],
-            "left",
-        )
-        .where(F.col(TRUNCATE_OFFSET).isNull() | (F.col(OFFSET) > F.col(TRUNCATE_OFFSET)))
-        .drop(TRUNCATE_OFFSET)
-    )
+    kept = after_truncates(good.where(F.col(OP) != OP_TRUNCATE), truncates)
     newest = newest_filled(kept, schema)
     last = truncates.agg(F.max(TRUNCATE_POS).alias(POS))
     flag = last.select(F.col(POS).isNotNull().alias(TRUNCATED))

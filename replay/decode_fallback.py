@@ -61,10 +61,11 @@ def _source_tuple(event: ChangeEvent) -> tuple[Any, ...]:
 
 
 def _transaction_id(event: ChangeEvent) -> str | None:
-    if event.transaction is not None:
-        return event.transaction.id
+    postgresql = event.source.connector == "postgresql"
+    if event.transaction is not None:  # PostgreSQL's is "<txId>:<the event's LSN>"
+        return event.transaction.id.split(":", 1)[0] if postgresql else event.transaction.id
     fields = event.source.model_dump(by_alias=True)
-    if event.source.connector == "postgresql" and fields.get("txId") is not None:
+    if postgresql and fields.get("txId") is not None:
         return str(fields["txId"])
     gtid = fields.get("gtid")
     return None if gtid is None else str(gtid)

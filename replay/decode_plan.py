@@ -109,9 +109,13 @@ def _stages(schema: TopicSchema) -> Stages:
     ]
     if schema.key:
         checks.append((F.col("__kp")[CORRUPT].isNotNull(), F.lit("the record key is not valid")))
+    # Debezium's PostgreSQL transaction.id is "<txId>:<the event's own LSN>": one transaction,
+    # many ids; the txId before the colon names the transaction.
+    postgresql = source["connector"] == "postgresql"
+    declared = F.col("__transaction")["id"]
     transaction = F.coalesce(
-        F.col("__transaction")["id"],
-        F.when(source["connector"] == "postgresql", source["txId"].cast("string")),
+        F.when(postgresql, F.substring_index(declared, ":", 1)).otherwise(declared),
+        F.when(postgresql, source["txId"].cast("string")),
         source["gtid"],
     )
     no_columns = F.array().cast("array<string>")

@@ -37,6 +37,15 @@ def stream_position(partition: Column, offset: Column) -> Column:
     return F.concat(_dec(partition, 10), _dec(offset, 20))
 
 
+STREAM_POSITION_CHARS = 30
+"""The length of the stream part of ``__pos`` (``dec10(partition) || dec20(offset)``)."""
+
+
+def source_part(pos: Column) -> Column:
+    """The source part of a ``__pos`` (empty for a connector without source positions)."""
+    return F.left(pos, F.length(pos) - F.lit(STREAM_POSITION_CHARS))
+
+
 def pg_lsn(text: Column) -> Column:
     """A PostgreSQL LSN given as decimal text or as ``16/B374D848``, as a BIGINT."""
     high = F.conv(F.split_part(text, F.lit("/"), F.lit(1)), 16, 10).try_cast("bigint")

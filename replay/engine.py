@@ -19,8 +19,9 @@ from cdc.streams.protocol import EventStream, TopicPartition
 from replay.bounds import Bound, BoundKind
 from replay.compaction import latest_records, rebuild_table
 from replay.dead_letters import DeadLetterPolicy, handle_bad_records
-from replay.decode import UNAVAILABLE
+from replay.decode import TXN, UNAVAILABLE, decode_native
 from replay.decode_batch import batch_changes
+from replay.decode_cut import judged_transactions, straddling
 from replay.decode_schema import TopicSchema
 from replay.plan import PartitionRange, ReplayPlan, plan_replay, resolve_topics
 from replay.progress import ProgressCallback, progress_of
@@ -78,6 +79,7 @@ class ReplayEngine:
         progress: ProgressCallback | None = None,
     ) -> None:
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
+        self._straddling: tuple[str, ...] = ()
 
     def plans(self, job: ReplayJob) -> dict[str, ReplayPlan]:
         """The plan of every topic of the job (ranges, gaps), without running anything."""
@@ -96,7 +98,28 @@ class ReplayEngine:
         plans = self.plans(job)
         for plan in plans.values():
             plan.check_gaps(job.allow_gaps)
+        self._straddling = self._straddling_transactions(job, plans)
         return [self._run_topic(job, topic, plan) for topic, plan in plans.items()]
+
+    def _straddling_transactions(
+        self, job: ReplayJob, plans: Mapping[str, ReplayPlan]
+    ) -> tuple[str, ...]:
+        """With a source-position stop over several topics: the transactions some topic has
+        events of after the cut and some (maybe another) at or before it; every topic leaves
+        them out, so a cut never splits a transaction over several tables of the job."""
+        if not job.stop.is_source_position or len(plans) < 2:
+            return ()
+        judged = None
+        for topic, plan in plans.items():
+            if plan.span == 0:
+                continue
+            schema = self._schema(topic, job.declared.get(topic))
+            decoded = decode_native(read_records(self.spark, self.stream.url, plan), schema, ())
+            topic_judged = judged_transactions(decoded.good, job.stop)
+            judged = topic_judged if judged is None else judged.unionByName(topic_judged)
+        if judged is None:
+            return ()
+        return tuple(r[TXN] for r in straddling(judged).collect())
 
     def _run_topic(self, job: ReplayJob, topic: str, plan: ReplayPlan) -> TopicResult:
         table = job.into.get(topic, target_table(topic))
@@ -164,7 +187,7 @@ class ReplayEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         records = read_records(self.spark, self.stream.url, plan)
         if job.stop.is_source_position:
-            changes = batch_changes(records, schema, cut=job.stop)
+            changes = batch_changes(records, schema, cut=job.stop, straddling=self._straddling)
             rows, bad = changes.changes.where(F.col(OP) == OP_UPSERT), changes.bad
         else:
             latest = latest_records(records).persist()
@@ -182,7 +205,7 @@ class ReplayEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
-        changes = batch_changes(records, schema, cut=cut)
+        changes = batch_changes(records, schema, cut=cut, straddling=self._straddling)
         positions = batch.stop_positions
         result.bad += handle_bad_records(self.sink, changes.bad, job.on_error, positions, spec.name)
         frame: DataFrame = changes.sink_changes(schema)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cdc.runtime.broker import LocalKafkaBroker
+from cdc.runtime.postgres import LocalPostgres
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "debezium-published"
@@ -29,6 +30,13 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield broker.bootstrap_servers
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[LocalPostgres]:
+    """The session's PostgreSQL cluster (wal_level=logical), in a temporary directory."""
+    with LocalPostgres() as pg:
+        yield pg
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""PostgreSQL (one cluster per session) and Debezium capture factories for the runtime tests."""
+"""Database and Debezium capture factories for the runtime tests (the session's PostgreSQL
+cluster, ``postgres``, is in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,6 @@ import pytest
 
 from cdc.runtime.debezium_capture import CaptureOptions, DebeziumCapture
 from cdc.runtime.postgres import LocalPostgres
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[LocalPostgres]:
-    """The session's PostgreSQL cluster (wal_level=logical), in a temporary directory."""
-    with LocalPostgres() as pg:
-        yield pg
 
 
 @pytest.fixture
