@@ -208,9 +208,9 @@ class EventWriter:
         return b"".join((head, body, b"}")) if self.schemas_enable else body
 
     def _row(self, row: Mapping[str, Any], where: str) -> dict[str, Any]:
-        undeclared = row.keys() - self._names
-        if undeclared:
-            raise ChangeEventError(f"undeclared columns {sorted(undeclared)}", field=where)
+        if not self._names.issuperset(row):
+            undeclared = sorted(row.keys() - self._names)
+            raise ChangeEventError(f"undeclared columns {undeclared}", field=where)
         return self._encode(self._columns, row, where)
 
     @staticmethod
