@@ -68,3 +68,29 @@ def sell_ticket(event: InputEvent, tx: StateTransaction) -> None:
             "total_ticket_value": (row["total_ticket_value"] if row else Decimal("0.00")) + value,
         }
     )
+
+
+MOVIE_TICKET_SALES = StateTable(
+    "movie_ticket_sales",
+    {"sale_id": str, "title": str, "total_ticket_value": Decimal},
+    key="sale_id",
+    scales={"total_ticket_value": 2},
+)
+"""Every ticket sale, keyed by its input position: the source table of the seeds' projection
+``SELECT title, COUNT(total_ticket_value) AS tickets_sold FROM movie_ticket_sales GROUP BY title``
+(its changelog topic is ``<processor>.movie_ticket_sales``)."""
+
+
+def record_ticket_sale(event: InputEvent, tx: StateTransaction) -> None:
+    """``{"title": "Dune", "total_ticket_value": "24.00"}`` -> one row of ``MOVIE_TICKET_SALES``
+    (``sale_id`` is ``<topic>-<partition>-<offset>`` of the input event)."""
+    sale = event.value
+    if not isinstance(sale, dict) or not sale.get("title"):
+        raise RejectEvent("a ticket sale needs a title")
+    tx[MOVIE_TICKET_SALES].put(
+        {
+            "sale_id": f"{event.topic}-{event.partition}-{event.offset}",
+            "title": str(sale["title"]),
+            "total_ticket_value": _money(sale.get("total_ticket_value"), "total_ticket_value"),
+        }
+    )
