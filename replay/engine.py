@@ -11,11 +11,12 @@ retried after a crash is skipped and a crash leaves the table at its last commit
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
+from replay.batches import Truncate, cut_batches, find_truncates
 from replay.bounds import Bound, BoundKind
 from replay.compaction import latest_records, rebuild_table
 from replay.dead_letters import DeadLetterPolicy, handle_bad_records
@@ -23,7 +24,7 @@ from replay.decode import TXN, UNAVAILABLE, decode_native
 from replay.decode_batch import batch_changes
 from replay.decode_cut import judged_transactions, straddling
 from replay.decode_schema import TopicSchema
-from replay.plan import PartitionRange, ReplayPlan, plan_replay, resolve_topics
+from replay.plan import ReplayPlan, plan_replay, resolve_topics
 from replay.progress import ProgressCallback, progress_of
 from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
 from replay.sources import read_records
@@ -143,7 +144,11 @@ class ReplayEngine:
                     f"{topic} starts later"
                 )
             result.mode = "catch-up"
-            for batch in _batches(plan, job.batch_offsets):
+            batches = _batches(plan, job.batch_offsets)
+            if len(batches) > 1:  # never split a truncate across partitions (replay.batches)
+                truncates = find_truncates(self.spark, self.stream.url, plan, schema)
+                batches = _batches(plan, job.batch_offsets, truncates)
+            for batch in batches:
                 entry = self._merge(job, spec, schema, batch, result)
                 result.entries += [entry] if entry else []
                 self._report(topic, started, plan, batch)
@@ -212,20 +217,13 @@ class ReplayEngine:
         return self.sink.merge(spec, frame, positions)
 
 
-def _batches(plan: ReplayPlan, batch_offsets: int) -> list[ReplayPlan]:
+def _batches(
+    plan: ReplayPlan, batch_offsets: int, truncates: Sequence[Truncate] = ()
+) -> list[ReplayPlan]:
     """The plan cut into consecutive batches of about ``batch_offsets`` offsets in total; every
-    batch carries the positions of all partitions (finished ones at their stop)."""
-    per_partition = max(1, batch_offsets // max(1, len(plan.ranges)))
-    cursor = {r.tp: r.start for r in plan.ranges}
-    batches = []
-    while any(cursor[r.tp] < r.stop for r in plan.ranges):
-        ranges = []
-        for r in plan.ranges:
-            end = min(r.stop, cursor[r.tp] + per_partition)
-            ranges.append(PartitionRange(r.tp, cursor[r.tp], end, r.log_start, r.log_end))
-            cursor[r.tp] = end
-        batches.append(ReplayPlan(tuple(ranges), (), plan.stop))
-    return batches
+    batch carries the positions of all partitions (finished ones at their stop); a boundary
+    falls right before every group of ``truncates`` (see ``replay.batches``)."""
+    return cut_batches(plan, batch_offsets, truncates)
 
 
 def positions_text(positions: Mapping[TopicPartition, int]) -> str:
