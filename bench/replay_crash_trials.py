@@ -68,7 +68,7 @@ def main(argv: list[str]) -> int:
             logs[stream] = build_changelog(url, f"replay-crash-{int(time.time())}", events)
         for stream, sink in combos:
             layout = logs[stream].layout(
-                f"{sink}://{root / stream / 'uninterrupted'}", args.batch_offsets
+                f"{sink}://{root / stream / f'uninterrupted-{sink}'}", args.batch_offsets
             )
             baseline = open_sink(layout.sink, spark)
             stack.callback(baseline.close)

@@ -351,17 +351,20 @@ def run_trial(
         if left < 2:
             break
         worker = pool.take()
-        worker.start(layout)
         commits = rng.randrange(0, left - 1)
         what = f"seed {seed}, crash {crash + 1} (after {commits} writes)"
-        assert worker.wait_for("committed", commits), f"{what}: worker ended: {pool.stderr_tail()}"
-        time.sleep(rng.uniform(0, pool.kill_delay_s()))
-        pool.gaps += worker.write_gaps()
-        if worker.proc.poll() is not None:
+        try:
+            worker.start(layout)
+            reached = worker.wait_for("committed", commits)
+            assert reached, f"{what}: worker ended: {pool.stderr_tail()}"
+            time.sleep(rng.uniform(0, pool.kill_delay_s()))
+            pool.gaps += worker.write_gaps()
+            finished = worker.proc.poll() is not None
+        finally:
             worker.kill()
+        if finished:
             assert worker.count("done"), f"{what}: worker failed: {pool.stderr_tail()}"
             continue
-        worker.kill()
         result.crashes += 1
         result.mid_write += worker.count("write") > worker.count("committed")
         positions = check_after_crash(spark, log, layout, what)
