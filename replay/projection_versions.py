@@ -22,6 +22,7 @@ from projections.errors import ProjectionError
 from projections.sql_ast import relation, render
 from replay.bounds import Bound, BoundKind
 from replay.projection_engine import ProjectionEngine, ProjectionJob, ProjectionResult
+from replay.projection_sql import mirror_table
 from replay.spark import DataFrame
 from replay.verify import VerifyReport, verify_tables
 
@@ -70,8 +71,9 @@ class ProjectionVersions:
     def _plan(self, job: ProjectionJob) -> _VersionPlan:
         dialect = self.store.dialect
         if isinstance(job.definition, SqlProjection):
-            plan, mirror = self.engine.sql_plan(job)
-            return _VersionPlan((*plan.tables, mirror.table), {dialect: plan.visible_sql(dialect)})
+            plan = job.definition.check_incremental(job.table)
+            tables = (*plan.tables, mirror_table(job.table))
+            return _VersionPlan(tables, {dialect: plan.visible_sql(dialect)})
         select = render(f"SELECT * FROM {relation(job.table)}", dialect)
         return _VersionPlan((job.table,), {dialect: select})
 

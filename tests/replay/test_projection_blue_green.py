@@ -47,15 +47,15 @@ def test_blue_green_rebuild_while_events_arrive(spark: Any, tmp_path: Path) -> N
     log = LocalLog.from_url(f"local://{tmp_path}/log")
     sink = open_sink(f"duckdb://{tmp_path}/out.duckdb", spark)
     topic, mirror, rng = SalesTopic(log), SourceMirror({}), random.Random(5)
-    job = ProjectionJob(SqlProjection.parse(SEED), TOPIC, batch_offsets=40)
+    job = ProjectionJob(SqlProjection.parse(SEED), TOPIC, batch_offsets=1_000)
     versions = ProjectionVersions(ProjectionEngine(spark, log, sink), "movie_tickets_sold")
     stop, written = threading.Event(), [0]
 
-    def keep_writing() -> None:
-        while not stop.is_set() or written[0] < 5:
+    def keep_writing() -> None:  # a few rounds spread over the rebuild's first batches
+        while written[0] < 8:
             topic.write(mirror.changes(_round(rng)))
             written[0] += 1
-            stop.wait(0.2)
+            stop.wait(1.0)
 
     try:
         for _ in range(3):

@@ -27,7 +27,10 @@ DUCKDB_CASES = ("seed", "multi_key", "global")
 """The seeds' query; COUNT/SUM/AVG/MIN/MAX with WHERE and two group keys; no GROUP BY."""
 BATCH = int(os.environ.get("PROJECTION_TEST_BATCH", "12"))
 """Offsets per engine batch (a workload round spans one to three batches)."""
-ENGINE_WORKLOADS = WORKLOADS.map(lambda batches: batches[:3])
+ENGINE_WORKLOADS = WORKLOADS.map(lambda batches: batches[:3]).filter(
+    lambda batches: any(op[0] == "insert" for op in batches[0])
+)
+"""At most three rounds, the first with an insert (a topic without events has no schema)."""
 
 
 @pytest.fixture(autouse=True)
