@@ -3,8 +3,9 @@
 1. generate payments and movie-ticket sales (with a few malformed payments);
 2. run the event processor in a child process: payments counted per customer, tickets per title,
    every write captured on the changelog;
-3. kill it with SIGKILL mid-stream, delete its local store, restart it: it restores from the
-   changelog and finishes; the state is checked against a reference computed from the input;
+3. kill it with SIGKILL mid-stream, delete its local store, append the rest of the input, restart
+   it: it restores from the changelog and finishes; the state is checked against a reference
+   computed from the input;
 4. replay the changelog on Spark (see :mod:`replay.demo_replay`).
 Exit status 0 only if every check held.
 """
@@ -19,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,9 @@ from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
 
 PROCESSOR_ID = "demo"
+_INPUTS = (PAYMENTS_TOPIC, TICKET_SALES_TOPIC)
+_FIRST_PART = 0.6
+"""The share of the input there before the crash; the rest arrives while the processor is down."""
 
 
 @dataclass
@@ -61,10 +66,11 @@ class DemoSettings:
     spark_master: str | None
 
 
-def _processor(settings: DemoSettings, store: Path) -> subprocess.Popen[str]:
+def _processor(settings: DemoSettings, store: Path, idle_timeout_s: float) -> subprocess.Popen[str]:
     cmd = [
         sys.executable, "-m", "replay.cli", "process", "--stream", settings.stream_url,
-        "--store", f"rocksdb://{store}", "--id", PROCESSOR_ID, "--idle-timeout", "2",
+        "--store", f"rocksdb://{store}", "--id", PROCESSOR_ID,
+        "--idle-timeout", str(idle_timeout_s),
     ]  # fmt: skip
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -76,31 +82,44 @@ def _consumed(stream: EventStream) -> int:
     )
 
 
-def generate(settings: DemoSettings, stream: EventStream, console: Console) -> None:
+def generate(
+    settings: DemoSettings, stream: EventStream, console: Console, part: tuple[float, float]
+) -> int:
+    """Append the ``part`` (fractions from, to) of the input; returns the events appended."""
     stream.ensure_topic(PAYMENTS_TOPIC, 4)
     stream.ensure_topic(TICKET_SALES_TOPIC, 2)
+    p0, p1 = (int(settings.payments * f) for f in part)
+    t0, t1 = (int(settings.tickets * f) for f in part)
+    payments = payment_events(settings.payments, settings.customers, settings.seed)
+    tickets = ticket_events(settings.tickets, settings.seed)
     with Progress(console=console) as progress:
-        task = progress.add_task("generating input", total=settings.payments + settings.tickets)
+        task = progress.add_task(
+            f"generating input {part[0]:.0%}-{part[1]:.0%}", total=p1 - p0 + t1 - t0
+        )
         advance = lambda n: progress.advance(task, n)  # noqa: E731
-        produce(stream, PAYMENTS_TOPIC,
-                payment_events(settings.payments, settings.customers, settings.seed),
-                key="customer_id", progress=advance)  # fmt: skip
-        produce(stream, TICKET_SALES_TOPIC, ticket_events(settings.tickets, settings.seed),
-                key="title", progress=advance)  # fmt: skip
+        produce(stream, PAYMENTS_TOPIC, islice(payments, p0, p1), key="customer_id",
+                progress=advance)  # fmt: skip
+        produce(stream, TICKET_SALES_TOPIC, islice(tickets, t0, t1), key="title",
+                progress=advance)  # fmt: skip
+    return p1 - p0 + t1 - t0
 
 
 def crash_and_restore(
     settings: DemoSettings, stream: EventStream, console: Console, checks: list[Check]
 ) -> None:
+    """Input arrives in two parts: the processor is killed while it works on the first (once it
+    has committed half of all input, or all of the first part), the second part arrives while
+    it is down, and the restarted processor restores its deleted store and finishes."""
     store = settings.out_dir / "state"
     total = settings.payments + settings.tickets
-    child = _processor(settings, store)
+    first = generate(settings, stream, console, (0.0, _FIRST_PART))
+    child = _processor(settings, store, idle_timeout_s=600)
     with Progress(console=console) as progress:
         task = progress.add_task("processing (until the crash)", total=total)
         while child.poll() is None:
             done = _consumed(stream)
             progress.update(task, completed=done)
-            if done >= total // 2:
+            if done >= min(total // 2, first):
                 child.kill()  # SIGKILL: a real crash, no clean shutdown
                 break
             time.sleep(0.2)
@@ -111,7 +130,8 @@ def crash_and_restore(
                         f"SIGKILL after {at} of {total} input events were committed"))  # fmt: skip
     shutil.rmtree(store, ignore_errors=True)
     console.print(f"[yellow]crashed[/] at {at}/{total} committed events; local store deleted")
-    child = _processor(settings, store)
+    generate(settings, stream, console, (_FIRST_PART, 1.0))
+    child = _processor(settings, store, idle_timeout_s=2)
     out, err = child.communicate()
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     started: dict[str, Any] = next((x for x in lines if x["event"] == "started"), {})
@@ -203,10 +223,18 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> int:
         shutil.rmtree(settings.out_dir)
     settings.out_dir.mkdir(parents=True)
     stream = open_stream(settings.stream_url)
+    leftovers = [t for t in stream.topics() if t in _INPUTS or t.startswith(f"{PROCESSOR_ID}.")]
+    if leftovers:
+        stream.close()
+        console.print(
+            f"[red]demo:[/] {settings.stream_url} already holds topics of an earlier demo run "
+            f"({', '.join(sorted(leftovers))}); the checks need fresh topics: delete them "
+            "(kafka-topics.sh --delete) or use a fresh broker"
+        )
+        return 2
     checks: list[Check] = []
     started = time.monotonic()
     try:
-        generate(settings, stream, console)
         crash_and_restore(settings, stream, console, checks)
         from replay.demo_replay import replay_and_verify
 
