@@ -8,7 +8,7 @@ import random
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 
-from cdc.examples import count_payment, sell_ticket
+from cdc.examples import count_payment, record_ticket_sale, sell_ticket
 from cdc.processor import InputEvent
 from cdc.state import StateTransaction
 from cdc.streams.protocol import EventStream
@@ -67,9 +67,11 @@ def produce(
 
 
 def demo_handler(event: InputEvent, tx: StateTransaction) -> None:
-    """Payments are counted per customer; ticket sales per title."""
+    """Payments are counted per customer; ticket sales per title, and each sale is kept as a
+    row of ``movie_ticket_sales`` (the source table of the seeds' SQL projection)."""
     if event.topic == TICKET_SALES_TOPIC:
         sell_ticket(event, tx)
+        record_ticket_sale(event, tx)
     else:
         count_payment(event, tx)
 

@@ -181,6 +181,11 @@ def _references(
     )
 
 
+def ticket_reference(settings: DemoSettings) -> dict[str, tuple[int, Decimal]]:
+    """Tickets sold and their value per title, from the demo's input alone."""
+    return reference_tickets(ticket_events(settings.tickets, settings.seed))
+
+
 def _payments(rows: Sequence[Any]) -> dict[str, tuple[int, Decimal]]:
     return {r["customer_id"]: (r["payments"], r["total_amount"]) for r in rows}
 

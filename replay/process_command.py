@@ -11,7 +11,13 @@ import json
 import sys
 
 from cdc.demo_workload import PAYMENTS_TOPIC, TICKET_SALES_TOPIC, demo_handler
-from cdc.examples import PAYMENTS_PER_CUSTOMER, TICKETS_SOLD, count_payment, sell_ticket
+from cdc.examples import (
+    MOVIE_TICKET_SALES,
+    PAYMENTS_PER_CUSTOMER,
+    TICKETS_SOLD,
+    count_payment,
+    sell_ticket,
+)
 from cdc.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.state import StateTable
 from cdc.streams.registry import open_stream
@@ -19,7 +25,7 @@ from cdc.streams.registry import open_stream
 EXAMPLES: dict[str, tuple[tuple[str, ...], list[StateTable], Handler]] = {
     "demo": (
         (PAYMENTS_TOPIC, TICKET_SALES_TOPIC),
-        [PAYMENTS_PER_CUSTOMER, TICKETS_SOLD],
+        [PAYMENTS_PER_CUSTOMER, TICKETS_SOLD, MOVIE_TICKET_SALES],
         demo_handler,
     ),
     "payments": ((PAYMENTS_TOPIC,), [PAYMENTS_PER_CUSTOMER], count_payment),
