@@ -41,6 +41,7 @@ from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, Sink
 from replay.sources import read_records
 from replay.spark import SparkSession
 
+_UNKEYED = (None, b"null", b'{"schema":null,"payload":null}')
 Definition = SqlProjection | ScdSpec | PythonProjection
 ProjectionProgress = Callable[[str, int, int], None]
 """Called with (stored table, offsets done, offsets in total)."""
@@ -138,10 +139,28 @@ class ProjectionEngine:
     def schema(self, topic: str, declared: DeclaredTable | None = None) -> TopicSchema:
         """How ``topic`` decodes (as the replay engine reads it), cached per topic."""
         if topic not in self._schemas:
-            self._schemas[topic] = ReplayEngine(self.spark, self.stream, self.sink)._schema(
-                topic, declared
-            )
+            newest = self._newest_row_event(topic)
+            if newest is not None:
+                self._schemas[topic] = TopicSchema.from_record(newest.value, newest.key, declared)
+            else:
+                engine = ReplayEngine(self.spark, self.stream, self.sink)
+                self._schemas[topic] = engine._schema(topic, declared)
         return self._schemas[topic]
+
+    def _newest_row_event(self, topic: str) -> Any:
+        """The newest keyed change record near the end of ``topic`` (a truncate, keyed by
+        ``null``, carries no primary key to read the schema from)."""
+        newest = None
+        for partition in range(self.stream.partition_count(topic)):
+            bounds = self.stream.bounds(topic, partition)
+            for record in self.stream.read(
+                topic, partition, max(bounds.log_start, bounds.end - 64)
+            ):
+                if record.value is None or record.key in _UNKEYED:
+                    continue
+                if newest is None or record.timestamp_ms >= newest.timestamp_ms:
+                    newest = record
+        return newest
 
     def sql_plan(self, job: ProjectionJob) -> tuple[IncrementalPlan, MirrorSql]:
         """The incremental plan of a SQL projection's version, and its source mirror."""

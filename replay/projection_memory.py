@@ -114,8 +114,10 @@ class MemoryProjection:
                 yield PositionedChange(UPDATE if before else CREATE, before, image, pos)
             elif op == OP_DELETE and (row.get(TXN) is None or row.get(TXN) != self._truncate_txn):
                 self._mirror[key] = (pos, None)
-                if before is not None or self._scd is not None:
-                    yield PositionedChange(DELETE, before or image, None, pos)
+                if self._scd is not None:  # the event's own image: its sequence, late or not
+                    yield PositionedChange(DELETE, image, None, pos)
+                elif before is not None:
+                    yield PositionedChange(DELETE, before, None, pos)
 
 
 def memory_schema(definition: MemoryDefinition, source: T.StructType, row_schema: str | None,
