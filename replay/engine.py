@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
-from replay.batches import Truncate, cut_batches, find_truncates
+from replay.batches import Reach, Truncate, cut_batches, find_truncates, source_reach
 from replay.bounds import Bound, BoundKind
 from replay.compaction import latest_records, rebuild_table
 from replay.dead_letters import DeadLetterPolicy, handle_bad_records
@@ -147,7 +147,8 @@ class ReplayEngine:
             batches = _batches(plan, job.batch_offsets)
             if len(batches) > 1:  # never split a truncate across partitions (replay.batches)
                 truncates = find_truncates(self.spark, self.stream.url, plan, schema)
-                batches = _batches(plan, job.batch_offsets, truncates)
+                reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
+                batches = _batches(plan, job.batch_offsets, truncates, reach)
             for batch in batches:
                 entry = self._merge(job, spec, schema, batch, result)
                 result.entries += [entry] if entry else []
@@ -218,12 +219,14 @@ class ReplayEngine:
 
 
 def _batches(
-    plan: ReplayPlan, batch_offsets: int, truncates: Sequence[Truncate] = ()
-) -> list[ReplayPlan]:
+    plan: ReplayPlan, batch_offsets: int, truncates: Sequence[Truncate] = (),
+    reach: Reach | None = None,
+) -> list[ReplayPlan]:  # fmt: skip
     """The plan cut into consecutive batches of about ``batch_offsets`` offsets in total; every
     batch carries the positions of all partitions (finished ones at their stop); a boundary
-    falls right before every group of ``truncates`` (see ``replay.batches``)."""
-    return cut_batches(plan, batch_offsets, truncates)
+    falls right before every group of ``truncates``, in the partitions without it where
+    ``reach`` says (see ``replay.batches``)."""
+    return cut_batches(plan, batch_offsets, truncates, reach)
 
 
 def positions_text(positions: Mapping[TopicPartition, int]) -> str:
