@@ -8,6 +8,11 @@ re-delivered change (position at or below the mirror's) is dropped, and the dele
 writes after a truncate, in its transaction (one per row it cleared), do not reach the
 projection again.
 
+Changes are ordered by source position within a batch only; batches are cut by offsets per
+partition. A truncate without a sequence is placed by arrival (at the highest sequence seen), so
+with ``sequence_by`` and several partitions its place among other partitions' changes depends on
+the batch cut: give such projections a one-partition topic, or truncate-free sources.
+
 The executors keep their state in memory (an SCD type 2 key keeps its whole history, so that a
 late change can be placed); the engine rebuilds it on start by folding the topic from its start
 up to the projection's ledger with ``rebuilding`` set, and writes nothing while doing so.
