@@ -9,7 +9,10 @@ at or before the partition's last truncate, drops keys whose newest record is a 
 decodes the survivors, drops those a truncate in another partition clears (``after_truncates``),
 keeps per primary key the image with the highest ``__pos`` (a key may survive in several
 partitions after a repartitioning), and drops deletes. Persist the result of ``latest_records``
-when the rebuild's rows, bad records and truncates are all consumed.
+when the rebuild's rows, bad records and truncates are all consumed, and ``Rebuild.decoded`` to
+decode the survivors once for both the rows and the bad records; when
+``has_truncate_candidates`` says no record may be a truncate, ``rebuild_table(...,
+candidates=False)`` leaves out the truncate jobs and joins.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from replay.decode import (
 from replay.decode_position import source_part
 from replay.decode_schema import TopicSchema
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
-from replay.spark import Column, DataFrame, F
+from replay.spark import Column, DataFrame, F, T
 
 TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
 """Record keys of the changelog's truncate events (schemas on, schemas off)."""
@@ -38,6 +41,14 @@ CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
 TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
 _LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
 _TRUNCATE_SOURCE = "__truncate_source"
+_TRUNCATES_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField(TRUNCATE_OFFSET, T.LongType()),
+        T.StructField(TRUNCATE_POS, T.StringType()),
+    ]
+)
 
 
 def is_truncate_candidate(key: Column) -> Column:
@@ -111,40 +122,65 @@ def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
 @dataclass(frozen=True)
 class Rebuild:
     """A rebuilt table: ``rows`` (table columns, ``__pos``, ``__unavailable``), the truncates
-    seen (topic, partition, ``__truncate_offset``) and the bad records (``decode.BAD_COLUMNS``)."""
+    seen (topic, partition, ``__truncate_offset``) and the bad records (``decode.BAD_COLUMNS``);
+    ``rows`` and ``bad`` both read ``decoded`` (the decoded survivors, ``Decoded.all``)."""
 
     rows: DataFrame
     truncates: DataFrame
     bad: DataFrame
+    decoded: DataFrame
 
     def truncated(self) -> bool:
         """Whether a truncate was seen (runs a Spark job)."""
         return bool(self.truncates.limit(1).count())
 
 
+def has_truncate_candidates(latest: DataFrame) -> bool:
+    """Whether ``latest_records`` output holds a record that may be a truncate (a Spark job)."""
+    return bool(latest.where(F.col(CANDIDATE).isNotNull()).limit(1).count())
+
+
 def rebuild_table(
-    latest: DataFrame, schema: TopicSchema, decode: Decoder = decode_native
+    latest: DataFrame,
+    schema: TopicSchema,
+    decode: Decoder = decode_native,
+    *,
+    candidates: bool = True,
 ) -> Rebuild:
-    """The final image of every live key from ``latest_records`` output (see the module doc)."""
-    raw = ["topic", "partition", "offset", "key", "value", "timestamp_ms"]
-    candidates = decode(latest.where(F.col(CANDIDATE).isNotNull()).select(*raw), schema, ())
-    truncates = truncate_offsets(candidates.good)
-    unkeyed = candidates.all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
-    unkeyed = unkeyed.withColumn(
-        ERROR, F.coalesce(F.col(ERROR), F.lit("a change without a record key"))
-    )
-    keyed = latest.where(F.col(CANDIDATE).isNull()).join(
-        F.broadcast(truncates), ["topic", "partition"], "left"
-    )
-    after = F.col(TRUNCATE_OFFSET).isNull() | (F.col(_LIVE_OFFSET) > F.col(TRUNCATE_OFFSET))
-    survivors = keyed.where(after & F.col(_LIVE_OFFSET).isNotNull()).select(
+    """The final image of every live key from ``latest_records`` output (see the module doc);
+    ``candidates=False`` when ``has_truncate_candidates`` is false: no truncate to look for."""
+    keyed = latest.where(F.col(CANDIDATE).isNull())
+    after = F.col(_LIVE_OFFSET).isNotNull()
+    if candidates:
+        truncates, unkeyed = _truncates(latest, schema, decode)
+        keyed = keyed.join(F.broadcast(truncates), ["topic", "partition"], "left")
+        after &= F.col(TRUNCATE_OFFSET).isNull() | (F.col(_LIVE_OFFSET) > F.col(TRUNCATE_OFFSET))
+    survivors = keyed.where(after).select(
         "topic", "partition", F.col(_LIVE_OFFSET).alias("offset"), "key",
         F.col(_LIVE_VALUE).alias("value"), "timestamp_ms",
         F.col("value").isNull().alias(TOMBSTONED),
     )  # fmt: skip
     decoded = decode(survivors, schema, (TOMBSTONED,))
-    changes = after_truncates(decoded.good.where(F.col(OP) != OP_TRUNCATE), truncates)
+    changes, bad = decoded.good.where(F.col(OP) != OP_TRUNCATE), decoded.bad
+    if candidates:
+        changes, bad = after_truncates(changes, truncates), unkeyed.unionByName(bad)
+    else:
+        truncates = latest.sparkSession.createDataFrame([], _TRUNCATES_SCHEMA)
     winners = newest_per_key(changes, schema)
     live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
     rows = live.select(*(c.name for c in schema.columns), POS, UNAVAILABLE)
-    return Rebuild(rows, truncates, Decoded(unkeyed, schema).bad.unionByName(decoded.bad))
+    return Rebuild(rows, truncates, bad, decoded.all)
+
+
+def _truncates(
+    latest: DataFrame, schema: TopicSchema, decode: Decoder
+) -> tuple[DataFrame, DataFrame]:
+    """The truncates among the candidates (``truncate_offsets``) and, as bad records, the
+    candidates that are neither truncates nor tombstones."""
+    raw = ["topic", "partition", "offset", "key", "value", "timestamp_ms"]
+    found = decode(latest.where(F.col(CANDIDATE).isNotNull()).select(*raw), schema, ())
+    unkeyed = found.all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
+    unkeyed = unkeyed.withColumn(
+        ERROR, F.coalesce(F.col(ERROR), F.lit("a change without a record key"))
+    )
+    return truncate_offsets(found.good), Decoded(unkeyed, schema).bad

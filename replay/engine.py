@@ -18,7 +18,7 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.batches import Reach, Truncate, cut_batches, find_truncates, source_reach
 from replay.bounds import Bound, BoundKind
-from replay.compaction import latest_records, rebuild_table
+from replay.compaction import has_truncate_candidates, latest_records, rebuild_table
 from replay.dead_letters import DeadLetterPolicy, handle_bad_records
 from replay.decode import TXN, UNAVAILABLE, decode_native
 from replay.decode_batch import batch_changes
@@ -192,18 +192,25 @@ class ReplayEngine:
         result: TopicResult,
     ) -> LedgerEntry | None:  # fmt: skip
         records = read_records(self.spark, self.stream.url, plan)
+        persisted: list[DataFrame] = []
         if job.stop.is_source_position:
             changes = batch_changes(records, schema, cut=job.stop, straddling=self._straddling)
             rows, bad = changes.changes.where(F.col(OP) == OP_UPSERT), changes.bad
         else:
+            # Compacted and decoded once each: the bad-record check and the write read both.
             latest = latest_records(records).persist()
-            rebuilt = rebuild_table(latest, schema)
+            rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
+            persisted = [latest, rebuilt.decoded.persist()]
             rows, bad = rebuilt.rows, rebuilt.bad
-        result.bad += handle_bad_records(
-            self.sink, bad, job.on_error, plan.stop_positions, spec.name
-        )
-        columns = [c.name for c in schema.columns]
-        return self.sink.replace(spec, rows.select(*columns, POS), plan.stop_positions)
+        try:
+            result.bad += handle_bad_records(
+                self.sink, bad, job.on_error, plan.stop_positions, spec.name
+            )
+            columns = [c.name for c in schema.columns]
+            return self.sink.replace(spec, rows.select(*columns, POS), plan.stop_positions)
+        finally:
+            for frame in persisted:
+                frame.unpersist()
 
     def _merge(
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, batch: ReplayPlan,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cdc.state.changes import CapturedChange
-from replay.compaction import latest_records, rebuild_table
+from replay.compaction import has_truncate_candidates, latest_records, rebuild_table
 from replay.decode_fallback import decode_python
 from replay.decode_schema import TopicSchema
 from tests.replay.decode.conftest import ACCOUNTS, Changelog, account, comparable, raw_frame
@@ -69,6 +69,7 @@ def _other_partition(log: Changelog, key: int) -> int:
 def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any) -> None:
     log, table = _history()
     latest = latest_records(raw_frame(spark, log.records)).persist()
+    assert has_truncate_candidates(latest)
     rebuild = rebuild_table(latest, _schema(log))
     rows = rebuild.rows.collect()
     assert sorted((comparable(r) for r in rows), key=lambda r: r["id"]) == [
@@ -92,3 +93,32 @@ def test_rebuild_without_truncate_and_with_bad_records(spark: Any) -> None:
     bad = {r.offset: r.reason for r in rebuild.bad.collect()}
     assert sorted(bad) == [2, 3]
     assert "not JSON" in bad[2] and "offset 2" in bad[2]
+
+
+def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark: Any) -> None:
+    log = Changelog(partitions=2)
+    table = {i: account(i) for i in range(1, 7)}
+    for row in table.values():
+        log.upsert(None, row)
+    log.upsert(table[2], account(2, name="updated"))
+    table[2] = account(2, name="updated")
+    log.delete(table.pop(3))
+    records = [*log.records, ("proc.accounts", 0, 99, b'{"id":9}', b"not json", 0)]
+    latest = latest_records(raw_frame(spark, records)).persist()
+    assert not has_truncate_candidates(latest)
+    full, lean = (rebuild_table(latest, _schema(log), candidates=c) for c in (True, False))
+    lean.decoded.persist()
+    assert "InMemoryTableScan" in _plan(lean.rows) and "InMemoryTableScan" in _plan(lean.bad)
+    assert sorted((comparable(r) for r in lean.rows.collect()), key=lambda r: r["id"]) == [
+        comparable(table[k]) for k in sorted(table)
+    ]
+    assert sorted(lean.rows.collect()) == sorted(full.rows.collect())
+    assert [r.offset for r in lean.bad.collect()] == [r.offset for r in full.bad.collect()] == [99]
+    assert not lean.truncated()
+    lean.decoded.unpersist()
+    latest.unpersist()
+
+
+def _plan(frame: Any) -> str:
+    """The physical plan of ``frame``: shows whether it reads a persisted frame."""
+    return str(frame._jdf.queryExecution().executedPlan().toString())
