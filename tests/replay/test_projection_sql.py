@@ -70,6 +70,8 @@ def _check_workload(
         extra = {"id": 10**6, "title": None, "region": None, "total_ticket_value": None,
                  "seats": None, "refunded": None}  # fmt: skip
         topic.write([RowChange("c", None, extra), RowChange("d", extra, None)])
+        for job in jobs:
+            ProjectionVersions(engine, job.name).serve(job)
         ReplayEngine(spark, log, sink).run(ReplayJob((TOPIC,)))
         for job in jobs:
             assert isinstance(job.definition, SqlProjection)
