@@ -79,7 +79,7 @@ class ProjectionJob:
 @dataclass
 class ProjectionResult:
     table: str
-    mode: str  # "catch-up" or "up-to-date"
+    mode: str  # "catch-up", "up-to-date" or "waiting" (the topic has no row event yet)
     span: int = 0
     seconds: float = 0.0
     entries: list[LedgerEntry] = field(default_factory=list)
@@ -121,6 +121,9 @@ class ProjectionEngine:
         if plan.span == 0:
             return result
         started, result.mode = time.monotonic(), "catch-up"
+        if job.declared is None and self._newest_row_event(job.topic) is None:
+            result.mode = "waiting"  # only truncates so far: no row, no schema to read yet
+            return result
         schema = self.schema(job.topic, job.declared)
         if not schema.primary_key:
             raise ReplayError(f"topic {job.topic} has no primary key to mirror its table by")

@@ -80,6 +80,7 @@ def _sink(spark: Any, root: Path, scheme: str) -> Any:
 @pytest.mark.parametrize("scheme", ["duckdb", "delta"])
 @FEW
 @given(workload=SCD_WORKLOADS)
+@example(workload=[[("truncate",)], [("upsert", 2, "b", "Oslo", 2)]])  # only a truncate first
 @example(  # a late delete (sequence 3) of a key whose versions are at 10 and 19
     workload=[[("upsert", 1, "a", "Oslo", 10)], [("upsert", 1, "a", None, 19), ("delete", 1, 3)]]
 )
