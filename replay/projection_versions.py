@@ -91,6 +91,8 @@ class ProjectionVersions:
             state, _ = state.add(self._plan(job))
             self.store.save_state(self.name, _state_json(state))
         result = self.engine.run(replace(job, rebuilding=True))
+        if not self.store.positions(job.table):
+            return result  # nothing applied yet (no row event): served once something is
         state, statements = state.mark_ready(job.version).swap(job.version)
         self.store.save_state(self.name, _state_json(state), statements)
         return result
