@@ -31,7 +31,9 @@ from tests.replay.replay_crash_trials import (
 from tests.replay.replay_crash_worker import replay_to_end
 
 EVENTS = 800
-BATCH_OFFSETS = 120  # about 10 catch-up batches over the ~970 offsets of the changelog
+# About 5 catch-up batches over the ~970 offsets of the changelog: each batch is a few Spark
+# jobs, and the suite runs 20 trials (bench/replay_crash_trials.py runs longer ones).
+BATCH_OFFSETS = 240
 TRIALS = {
     ("local", "duckdb"): 6,
     ("local", "delta"): 4,
@@ -120,7 +122,7 @@ def test_kill_9_during_replay(
         replay_to_end(small_spark, layout, baseline)
         assert rows_of(baseline, layout.table) == fold(log.events)
         history = baseline.history(layout.table)
-        assert len(history) >= 10, "the catch-up should take at least 10 merge batches"
+        assert len(history) >= 4, "the catch-up should take at least 4 merge batches"
         if sink == "delta":  # Delta keeps every version: each ledger entry matches its data
             for entry in history:
                 positions = {tp.partition: o for tp, o in entry.positions.items()}
