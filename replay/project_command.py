@@ -10,6 +10,7 @@ version beside it, verifies and swaps; ``--rollback`` serves the previous versio
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,18 @@ def source_topic(topics: list[str], table: str, chosen: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build, catch up, rebuild or roll back one SQL projection."""
+    """Build, catch up, rebuild or roll back one SQL projection; 2 (with the reason on stderr)
+    for a query it cannot maintain, a missing topic or column, or a topic it cannot plan."""
+    from replay.engine import ReplayError
+
+    try:
+        return _run(args)
+    except (ValueError, ReplayError) as exc:  # ProjectionError and ChangeEventError among them
+        print(f"replicator project: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     from cdc.streams.registry import open_stream
     from replay.projection_engine import ProjectionEngine, ProjectionJob
     from replay.projection_versions import ProjectionVersions
