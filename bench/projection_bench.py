@@ -113,9 +113,11 @@ def main() -> None:
     last_batch_s = (batches[-1] - batches[-2]) / 1000 if len(batches) > 1 else incremental_s
     started = time.monotonic()
     ReplayEngine(spark, log, sink).run(ReplayJob((TOPIC,)))
-    sql = projection.from_scratch_sql(engine.store.dialect, {projection.source_table:
-                                                            "movie_ticket_sales"})  # fmt: skip
-    scratch = sorted(engine.store.query(sql, ["movie_ticket_sales"]), key=repr)
+    source = "movie_ticket_sales"
+    if engine.store.dialect == "spark":  # the from-scratch query names the table plainly
+        engine.store.frame(f"SELECT * FROM `{source}`", [source]).createOrReplaceTempView(source)
+    sql = projection.from_scratch_sql(engine.store.dialect, {projection.source_table: source})
+    scratch = sorted(engine.store.query(sql, [source]), key=repr)
     scratch_s = time.monotonic() - started
     served = sorted(versions.rows(), key=repr)
     out = {
