@@ -20,10 +20,9 @@ in commit order); a change redelivered out of order after the truncate's batch i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from cdc.streams.protocol import TopicPartition
-from replay.compaction import is_truncate_candidate
+from replay.compaction import Truncate, is_truncate_candidate
 from replay.decode import OFFSET, PARTITION, decode_native
 from replay.decode_position import STREAM_POSITION_CHARS, source_position
 from replay.decode_schema import SOURCE_TYPE, TopicSchema
@@ -44,13 +43,14 @@ Reach = Mapping[str, Mapping[TopicPartition, int]]
 """Per source position of a truncate group, where each partition without it stops."""
 
 
-@dataclass(frozen=True, order=True)
-class Truncate:
-    """A truncate event: its ``__pos`` (source part first), partition and offset."""
-
-    pos: str
-    tp: TopicPartition
-    offset: int
+def truncates_in(truncates: Sequence[Truncate], plan: ReplayPlan) -> list[Truncate]:
+    """The ``truncates`` that lie in the plan's ranges."""
+    ranges = {r.tp: r for r in plan.ranges}
+    return [
+        t
+        for t in truncates
+        if t.tp in ranges and ranges[t.tp].start <= t.offset < ranges[t.tp].stop
+    ]
 
 
 def find_truncates(

@@ -17,8 +17,10 @@ candidates=False)`` leaves out the truncate jobs and joins.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cdc.streams.protocol import TopicPartition
 from replay.decode import (
     ERROR,
     KEY,
@@ -30,7 +32,7 @@ from replay.decode import (
     Decoder,
     decode_native,
 )
-from replay.decode_position import source_part
+from replay.decode_position import STREAM_POSITION_CHARS, source_part
 from replay.decode_schema import TopicSchema
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import Column, DataFrame, F, T
@@ -41,7 +43,7 @@ CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
 TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
 _LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
 _TRUNCATE_SOURCE = "__truncate_source"
-_TRUNCATES_SCHEMA = T.StructType(
+TRUNCATES_SCHEMA = T.StructType(
     [
         T.StructField("topic", T.StringType()),
         T.StructField("partition", T.IntegerType()),
@@ -49,6 +51,15 @@ _TRUNCATES_SCHEMA = T.StructType(
         T.StructField(TRUNCATE_POS, T.StringType()),
     ]
 )
+
+
+@dataclass(frozen=True, order=True)
+class Truncate:
+    """A truncate event: its ``__pos`` (source part first), partition and offset."""
+
+    pos: str
+    tp: TopicPartition
+    offset: int
 
 
 def is_truncate_candidate(key: Column) -> Column:
@@ -112,6 +123,31 @@ def after_truncates(decoded: DataFrame, truncates: DataFrame) -> DataFrame:
     )
 
 
+def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> DataFrame:
+    """``after_truncates`` for truncates found beforehand (``batches.find_truncates``): the
+    same filter as literal conditions, so a batch runs no join and no broadcast job for it."""
+    offsets: dict[TopicPartition, int] = {}
+    sources: dict[str, str] = {}
+    for tp in {t.tp for t in truncates}:
+        mine = [t for t in truncates if t.tp == tp]
+        offsets[tp] = max(t.offset for t in mine)
+        source = max(t.pos for t in mine)[:-STREAM_POSITION_CHARS]  # as truncate_offsets does
+        sources[tp.topic] = max(sources.get(tp.topic, ""), source)
+    conditions = [
+        (F.col(TOPIC) == tp.topic) & (F.col(PARTITION) == tp.partition) & (F.col(OFFSET) <= o)
+        for tp, o in offsets.items()
+    ]
+    conditions += [
+        (F.col(TOPIC) == topic) & (source_part(F.col(POS)) < F.lit(source))
+        for topic, source in sources.items()
+        if source
+    ]
+    cleared = F.lit(False)
+    for condition in conditions:
+        cleared = cleared | F.coalesce(condition, F.lit(False))
+    return decoded.where(~cleared)
+
+
 def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
     """The change with the highest ``__pos`` of every primary key (record key without one)."""
     keys = [F.col(name) for name in schema.primary_key] or [F.col(KEY)]
@@ -165,7 +201,7 @@ def rebuild_table(
     if candidates:
         changes, bad = after_truncates(changes, truncates), unkeyed.unionByName(bad)
     else:
-        truncates = latest.sparkSession.createDataFrame([], _TRUNCATES_SCHEMA)
+        truncates = latest.sparkSession.createDataFrame([], TRUNCATES_SCHEMA)
     winners = newest_per_key(changes, schema)
     live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
     rows = live.select(*(c.name for c in schema.columns), POS, UNAVAILABLE)

@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from replay.bounds import Bound
 from replay.compaction import (
     TRUNCATE_POS,
+    TRUNCATES_SCHEMA,
+    Truncate,
+    after_known_truncates,
     after_truncates,
     is_truncate_candidate,
     truncate_offsets,
@@ -84,20 +87,25 @@ def batch_changes(
     decode: Decoder = decode_native,
     cut: Bound | None = None,
     straddling: Sequence[str] = (),
+    truncates: Sequence[Truncate] | None = None,
 ) -> BatchChanges:
     """The newest change per key of a batch of raw records, cut at ``cut`` (a source-position
     bound) when given, without the transactions ``straddling`` names (see
-    ``decode_cut.cut_at``) (see the module doc)."""
+    ``decode_cut.cut_at``) (see the module doc). ``truncates``: the batch's truncates, when
+    already found (``batches.find_truncates``; not with ``cut``): the batch then runs no job to
+    find them."""
     decoded = decode(records, schema, ())
+    if truncates is not None and cut is None:
+        return _with_known_truncates(decoded.good, decoded.bad, schema, truncates)
     good = decoded.good if cut is None else cut_at(decoded.good, cut, straddling)
     # Truncates are found among the few records that can be truncates, decoded on their own.
     candidates = decode(records.where(is_truncate_candidate(F.col("key"))), schema, ()).good
     if cut is not None:
         candidates = cut_at(candidates, cut, straddling)
-    truncates = truncate_offsets(candidates)
-    kept = after_truncates(good.where(F.col(OP) != OP_TRUNCATE), truncates)
+    found = truncate_offsets(candidates)
+    kept = after_truncates(good.where(F.col(OP) != OP_TRUNCATE), found)
     newest = newest_filled(kept, schema)
-    last = truncates.agg(F.max(TRUNCATE_POS).alias(POS))
+    last = found.agg(F.max(TRUNCATE_POS).alias(POS))
     flag = last.select(F.col(POS).isNotNull().alias(TRUNCATED))
     names = [c.name for c in schema.columns]
     changes = newest.crossJoin(flag).select(*names, OP, POS, TRUNCATED, UNAVAILABLE)
@@ -108,4 +116,30 @@ def batch_changes(
         F.lit(True).alias(TRUNCATED),
         F.array().cast("array<string>").alias(UNAVAILABLE),
     )
-    return BatchChanges(changes.unionByName(marker), truncates, decoded.bad)
+    return BatchChanges(changes.unionByName(marker), found, decoded.bad)
+
+
+def _with_known_truncates(
+    good: DataFrame, bad: DataFrame, schema: TopicSchema, truncates: Sequence[Truncate]
+) -> BatchChanges:
+    """``batch_changes`` with the batch's truncates given: literal filters, no joins."""
+    spark = good.sparkSession
+    kept = after_known_truncates(good.where(F.col(OP) != OP_TRUNCATE), truncates)
+    names = [c.name for c in schema.columns]
+    changes = newest_filled(kept, schema).select(
+        *names, OP, POS, F.lit(bool(truncates)).alias(TRUNCATED), UNAVAILABLE
+    )
+    last = {}
+    for t in sorted(truncates, key=lambda t: (t.offset, t.pos)):
+        last[t.tp] = (t.tp.topic, t.tp.partition, t.offset, t.pos)
+    found = spark.createDataFrame(list(last.values()), TRUNCATES_SCHEMA)
+    if not truncates:
+        return BatchChanges(changes, found, bad)
+    marker = spark.range(1).select(
+        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
+        F.lit(OP_TRUNCATE).alias(OP),
+        F.lit(max(t.pos for t in truncates)).alias(POS),
+        F.lit(True).alias(TRUNCATED),
+        F.array().cast("array<string>").alias(UNAVAILABLE),
+    )
+    return BatchChanges(changes.unionByName(marker), found, bad)

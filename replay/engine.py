@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
-from replay.batches import Reach, Truncate, cut_batches, find_truncates, source_reach
+from replay.batches import Reach, cut_batches, find_truncates, source_reach, truncates_in
 from replay.bounds import Bound, BoundKind
-from replay.compaction import has_truncate_candidates, latest_records, rebuild_table
+from replay.compaction import Truncate, has_truncate_candidates, latest_records, rebuild_table
 from replay.dead_letters import DeadLetterPolicy, handle_bad_records
 from replay.decode import TXN, UNAVAILABLE, decode_native
 from replay.decode_batch import batch_changes
@@ -145,12 +145,13 @@ class ReplayEngine:
                 )
             result.mode = "catch-up"
             batches = _batches(plan, job.batch_offsets)
+            # Found once for the plan (candidates only): no batch then looks for its own.
+            truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             if len(batches) > 1:  # never split a truncate across partitions (replay.batches)
-                truncates = find_truncates(self.spark, self.stream.url, plan, schema)
                 reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
                 batches = _batches(plan, job.batch_offsets, truncates, reach)
             for batch in batches:
-                entry = self._merge(job, spec, schema, batch, result)
+                entry = self._merge(job, spec, schema, batch, result, truncates)
                 result.entries += [entry] if entry else []
                 self._report(topic, started, plan, batch)
         if result.mode == "rebuild":
@@ -214,11 +215,14 @@ class ReplayEngine:
 
     def _merge(
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, batch: ReplayPlan,
-        result: TopicResult,
+        result: TopicResult, truncates: Sequence[Truncate],
     ) -> LedgerEntry | None:  # fmt: skip
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
-        changes = batch_changes(records, schema, cut=cut, straddling=self._straddling)
+        changes = batch_changes(
+            records, schema, cut=cut, straddling=self._straddling,
+            truncates=None if cut else truncates_in(truncates, batch),
+        )  # fmt: skip
         positions = batch.stop_positions
         result.bad += handle_bad_records(self.sink, changes.bad, job.on_error, positions, spec.name)
         frame: DataFrame = changes.sink_changes(schema)

@@ -27,6 +27,7 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjection, version_table
 from projections.errors import ProjectionError
+from replay.batches import find_truncates
 from replay.bounds import Bound, BoundKind
 from replay.dead_letters import handle_bad_records
 from replay.decode import OFFSET, PARTITION, TXN, decode_native
@@ -187,7 +188,9 @@ class ProjectionEngine:
             raise ProjectionError(
                 f"projection {job.name}: topic {job.topic} has no column {missing[0]}"
             )
-        changes = batch_changes(read_records(self.spark, self.stream.url, batch), schema)
+        truncates = find_truncates(self.spark, self.stream.url, batch, schema)
+        records = read_records(self.spark, self.stream.url, batch)
+        changes = batch_changes(records, schema, truncates=truncates)
         handle_bad_records(self.sink, changes.bad, "fail", batch.stop_positions, job.table)
         frame = changes.changes.select(*mirror.all_columns, OP, POS, TRUNCATED)
         return self.store.apply_sql(plan, mirror, frame, batch.stop_positions)

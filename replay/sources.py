@@ -59,6 +59,10 @@ def _kafka_records(spark: SparkSession, bootstrap: str, ranges: list[PartitionRa
         # real gaps (retention) before the read, so Spark must not fail on those holes.
         "failOnDataLoss": "false",
         "minPartitions": str(max(2, spark.sparkContext.defaultParallelism * 2)),
+        # A range ending in a transaction marker has no record left to fetch at its end: the
+        # broker then holds each fetch for fetch.max.wait.ms (500 by default) before the task
+        # sees the range is done. Where data is waiting, a fetch returns at once regardless.
+        "kafka.fetch.max.wait.ms": "25",
     }
     df = spark.read.format("kafka").options(**options).load()
     return df.select(

@@ -113,10 +113,10 @@ def replay_to_end(spark: SparkSession, layout: ReplayLayout, sink: Sink) -> None
 
 
 def worker_spark() -> SparkSession:
-    """A SparkSession as small as the replay allows: one core, one shuffle partition, a JVM
-    tuned for a short life."""
+    """A SparkSession as small as the replay allows: one core, one shuffle partition, a small
+    heap (the JIT keeps its C2 tier: capping it at C1 made a worker's batches 60% slower)."""
     log4j = jars.cache_dir() / "spark-log4j2.properties"
-    java = f"-Dlog4j2.configurationFile=file:{log4j} -XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+    java = f"-Dlog4j2.configurationFile=file:{log4j} -XX:+UseSerialGC"
     conf = {
         "spark.driver.memory": "1g",
         "spark.driver.extraJavaOptions": java,

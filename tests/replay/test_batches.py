@@ -11,8 +11,9 @@ import pytest
 
 from cdc.streams.local import LocalLog
 from cdc.streams.protocol import TopicPartition
-from replay.batches import Truncate, cut_batches
+from replay.batches import cut_batches
 from replay.bounds import Bound, BoundKind
+from replay.compaction import Truncate
 from replay.engine import ReplayEngine, ReplayJob
 from replay.plan import PartitionRange, ReplayPlan
 from replay.sinks.registry import open_sink

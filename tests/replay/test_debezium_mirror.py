@@ -312,7 +312,7 @@ def test_catch_up_from_the_ledger_merges_new_changes(
     source.capture.wait_caught_up()
     for sink in mirrors.sinks:
         engine = ReplayEngine(spark, mirrors.stream, sink)
-        job = ReplayJob((source.pattern,), start=Bound(BoundKind.LEDGER), batch_offsets=30)
+        job = ReplayJob((source.pattern,), start=Bound(BoundKind.LEDGER), batch_offsets=120)
         results = engine.run(job)
         assert {r.mode for r in results} == {"catch-up"}
         assert all(len(r.entries) > 1 for r in results), results  # several MERGE batches

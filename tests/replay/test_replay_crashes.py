@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from cdc.streams.protocol import TopicPartition
-from replay.batches import Truncate, cut_batches
+from replay.batches import cut_batches
 from replay.bounds import Bound, BoundKind
+from replay.compaction import Truncate
 from replay.plan import PartitionRange, ReplayPlan
 from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
