@@ -1,4 +1,4 @@
-"""Kill -9 fault injection of the replay engine (see ``replay_crash_trials``): 8 seeded trials
+"""Kill -9 fault injection of the replay engine (see ``replay_crash_trials``): 4 seeded trials
 over DuckDB and Delta, on the local log and on Kafka. After every crash the table holds exactly
 the reference at its ledger's newest positions; after the resume it equals an uninterrupted run
 and the reference of the whole input. ``bench/replay_crash_trials.py`` runs more trials."""
@@ -34,13 +34,13 @@ from tests.replay.replay_crash_worker import replay_to_end
 EVENTS = 800
 # About 5 catch-up batches over the ~970 offsets of the changelog: each batch is a few Spark
 # jobs. A trial takes about a minute (mostly the killed workers' Spark start-up and cold JIT):
-# the suite runs 2 per stream and sink, bench/replay_crash_trials.py runs as many as asked.
+# the suite runs 1 per stream and sink, bench/replay_crash_trials.py runs as many as asked.
 BATCH_OFFSETS = 240
 TRIALS = {
-    ("local", "duckdb"): 2,
-    ("local", "delta"): 2,
-    ("kafka", "duckdb"): 2,
-    ("kafka", "delta"): 2,
+    ("local", "duckdb"): 1,
+    ("local", "delta"): 1,
+    ("kafka", "duckdb"): 1,
+    ("kafka", "delta"): 1,
 }
 if os.environ.get("REPLAY_CRASH_TRIALS"):  # e.g. 1 per stream and sink, while debugging
     TRIALS = dict.fromkeys(TRIALS, int(os.environ["REPLAY_CRASH_TRIALS"]))
@@ -146,7 +146,8 @@ def test_kill_9_during_replay(
         f"({sum(r.mid_write for r in results)} inside a sink write), "
         f"{sum(r.seconds for r in results):.0f}s"
     )
-    # A worker may finish before its kill lands (2 writes inside the random delay): rare.
-    assert crashed >= len(results) - 1, (
+    # A worker may finish before its kill lands (2 writes inside the random delay): rare, and a
+    # trial kills 1-3 workers.
+    assert crashed >= max(1, len(results) - 1), (
         f"crashes per seed: {[(r.seed, r.crashes) for r in results]}"
     )

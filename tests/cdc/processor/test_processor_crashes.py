@@ -24,7 +24,7 @@ from cdc.streams.registry import open_stream
 from tests.cdc.processor.test_processor import changelog_state, expected_totals, payments
 
 REPO = Path(__file__).resolve().parents[3]
-TRIALS = 20
+TRIALS = 12
 CHUNK = 400
 
 
