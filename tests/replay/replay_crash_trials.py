@@ -355,15 +355,17 @@ def run_trial(
         what = f"seed {seed}, crash {crash + 1} (after {commits} writes)"
         try:
             worker.start(layout)
-            reached = worker.wait_for("committed", commits)
-            assert reached, f"{what}: worker ended: {pool.stderr_tail()}"
-            time.sleep(rng.uniform(0, pool.kill_delay_s()))
+            if worker.wait_for("committed", commits):  # else it ended first: checked below
+                time.sleep(rng.uniform(0, pool.kill_delay_s()))
             pool.gaps += worker.write_gaps()
             finished = worker.proc.poll() is not None
         finally:
             worker.kill()
         if finished:
-            assert worker.count("done"), f"{what}: worker failed: {pool.stderr_tail()}"
+            assert worker.count("done"), (
+                f"{what}: worker failed, exit status {worker.proc.returncode}, "
+                f"stdout {worker.lines[-6:]}, stderr: {pool.stderr_tail()}"
+            )
             continue
         result.crashes += 1
         result.mid_write += worker.count("write") > worker.count("committed")
