@@ -169,7 +169,8 @@ class Worker:
         self.lines: list[str] = []
         self.times: list[float] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.replay.replay_crash_worker"],
+            # faulthandler: a native crash (DuckDB, the JVM bridge) prints its Python stack
+            [sys.executable, "-X", "faulthandler", "-m", "tests.replay.replay_crash_worker"],
             cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
             text=True, start_new_session=True,
         )  # fmt: skip
