@@ -8,6 +8,7 @@ import time
 from cdc.streams.partitioner import partition_for
 from cdc.streams.protocol import StreamRecord, TopicPartition
 from tests.cdc.streams.contract_support import (
+    NOW_MS,
     StreamOpener,
     new_topic,
     opened,
@@ -121,31 +122,31 @@ def check_offset_for_time(open_stream: StreamOpener) -> None:
         stream.ensure_topic(topic, 1)
         writer = stream.writer(new_topic("txn"))
         writer.begin()
-        for ts in (1_000, 2_000, 2_000, 3_000):
+        for ts in (NOW_MS + 1_000, NOW_MS + 2_000, NOW_MS + 2_000, NOW_MS + 3_000):
             writer.send(topic, b"k", str(ts).encode(), partition=0, timestamp_ms=ts)
         writer.commit()
         writer.close()
         offsets = [r.offset for r in stream.read(topic, 0, 0)]
         assert stream.offset_for_time(topic, 0, 0) == offsets[0]
-        assert stream.offset_for_time(topic, 0, 1_500) == offsets[1]
-        assert stream.offset_for_time(topic, 0, 2_000) == offsets[1]
-        assert stream.offset_for_time(topic, 0, 3_000) == offsets[3]
-        assert stream.offset_for_time(topic, 0, 3_001) == stream.bounds(topic, 0).end
+        assert stream.offset_for_time(topic, 0, NOW_MS + 1_500) == offsets[1]
+        assert stream.offset_for_time(topic, 0, NOW_MS + 2_000) == offsets[1]
+        assert stream.offset_for_time(topic, 0, NOW_MS + 3_000) == offsets[3]
+        assert stream.offset_for_time(topic, 0, NOW_MS + 3_001) == stream.bounds(topic, 0).end
 
 
 def check_data_survives_reopening(open_stream: StreamOpener) -> None:
     """Committed records, topics and positions are durable across handles.
 
     The topic is not compacted: Kafka may compact superseded records of a compacted topic at
-    once (its segments roll by record time, and these records are timestamped in 1970)."""
+    once (its segments roll by record time)."""
     topic, group = new_topic(), new_topic("group")
     with opened(open_stream) as stream:
         stream.ensure_topic(topic, 2)
         writer = stream.writer(new_topic("txn"))
         reader = stream.reader({}, group=group)
         writer.begin()
-        writer.send(topic, b"k", b"v", partition=1, timestamp_ms=42)
-        writer.send(topic, b"k", None, partition=1, timestamp_ms=43)
+        writer.send(topic, b"k", b"v", partition=1, timestamp_ms=NOW_MS + 42)
+        writer.send(topic, b"k", None, partition=1, timestamp_ms=NOW_MS + 43)
         writer.commit({TopicPartition(topic, 0): 7}, reader)
         writer.close()
         before = list(stream.read(topic, 1, 0))

@@ -12,6 +12,11 @@ from cdc.streams.protocol import EventStream, StreamReader, StreamRecord
 StreamOpener = Callable[[], EventStream]
 
 
+NOW_MS = int(time.time()) * 1000
+"""A recent base for record timestamps: Kafka's time retention (7 days by default) deletes records
+stamped in 1970 at its next check (every 5 minutes), so offset 0 could vanish mid-check."""
+
+
 def new_topic(prefix: str = "contract") -> str:
     """A topic name no other check uses."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"

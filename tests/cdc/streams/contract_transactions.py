@@ -9,6 +9,7 @@ import pytest
 
 from cdc.streams.protocol import TopicPartition
 from tests.cdc.streams.contract_support import (
+    NOW_MS,
     StreamOpener,
     new_topic,
     opened,
@@ -39,11 +40,11 @@ def check_records_round_trip(open_stream: StreamOpener) -> None:
     """Keys, values, tombstones, headers and timestamps come back as sent, in offset order."""
     topic = new_topic()
     sent = [
-        (b"k1", b"v1", (), 1_000),
-        (b"k2", None, (), 2_000),
-        (None, b"no key", (("h1", b"a"), ("h2", b"")), 3_000),
-        (b"", b"", (("h", b"\x00\xff"),), 4_000),
-        (b"k3", b"x" * 100_000, (), 5_000),
+        (b"k1", b"v1", (), NOW_MS + 1_000),
+        (b"k2", None, (), NOW_MS + 2_000),
+        (None, b"no key", (("h1", b"a"), ("h2", b"")), NOW_MS + 3_000),
+        (b"", b"", (("h", b"\x00\xff"),), NOW_MS + 4_000),
+        (b"k3", b"x" * 100_000, (), NOW_MS + 5_000),
     ]
     with opened(open_stream) as stream:
         stream.ensure_topic(topic, 2)
