@@ -37,6 +37,8 @@ class DuckDBSink:
         self.spark = spark
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = duckdb.connect(str(self.path))
+        # the replay's own progress bar reports; DuckDB's would print to stdout between its lines
+        self._conn.execute("SET enable_progress_bar = false")
         self.store = DuckDBStore(self._conn)
 
     def positions(self, table: str) -> dict[TopicPartition, int]:

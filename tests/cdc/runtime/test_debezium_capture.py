@@ -13,6 +13,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,6 +48,19 @@ class Captured:
     database_rows: dict[str, dict[tuple[Any, ...], dict[str, Any]]]
     lsn_before_catch_up: int
     caught_up_lsn: int
+    work_dir: Path
+
+    def diagnostics(self, table: str) -> str:
+        """What the engine exported and forwarded, and what Kafka holds: where a record was lost."""
+        lines = self.work_dir.joinpath("engine.log").read_text(errors="replace").splitlines()
+        wanted = ("Finished exporting", "Snapshot step 1", "Snapshot step 7", " ERROR ", " WARN ")
+        engine = [line[:300] for line in lines if any(w in line for w in wanted)][:40]
+        progress = self.work_dir.joinpath("progress.jsonl").read_text().splitlines()[:3]
+        held = Counter(
+            (r.partition, "tombstone" if r.value is None else payload(r.value)["op"])
+            for r in self.records[self.options.table_topic(table)]
+        )
+        return "\n".join(["engine.log:", *engine, "progress:", *progress, f"in Kafka: {held}"])
 
 
 def key_of(table: str, record: StreamRecord) -> tuple[Any, ...]:
@@ -82,7 +96,8 @@ def captured(
             ACCOUNTS: {(k,) for k in workload.accounts},
             ENTRIES: set(workload.entries),
         }
-        with DebeziumCapture(options, tmp_path_factory.mktemp("capture")) as capture:
+        work_dir = tmp_path_factory.mktemp("capture")
+        with DebeziumCapture(options, work_dir) as capture:
             capture.wait_caught_up()
             workload.run(transactions=60)
             workload.change_keys()
@@ -95,8 +110,9 @@ def captured(
     records = {topic: read_topic(stream, topic) for topic in topics}
     stream.close()
     return Captured(
-        options, records, workload, snapshot_keys, database_rows(dsn), lsn_before, caught_up
-    )
+        options, records, workload, snapshot_keys, database_rows(dsn), lsn_before, caught_up,
+        work_dir,
+    )  # fmt: skip
 
 
 def events(captured: Captured, table: str) -> list[tuple[StreamRecord, dict[str, Any]]]:
@@ -116,7 +132,8 @@ def test_snapshot_reads_every_seeded_row_once(captured: Captured) -> None:
     marks = []
     for table in TABLES:
         reads = [(r, e) for r, e in events(captured, table) if e["op"] == "r"]
-        assert sorted(key_of(table, r) for r, _ in reads) == sorted(captured.snapshot_keys[table])
+        read_keys = sorted(key_of(table, r) for r, _ in reads)
+        assert read_keys == sorted(captured.snapshot_keys[table]), captured.diagnostics(table)
         assert all(e["before"] is None and e["transaction"] is None for _, e in reads)
         marks += [e["source"]["snapshot"] for _, e in reads]
     assert set(marks) <= _SNAPSHOT_MARKS and marks.count("last") == 1
@@ -175,7 +192,9 @@ def fold(
         if event["op"] == "t":
             state.clear()
         elif event["op"] == "d":
-            del state[key_of(table, record)]
+            key = key_of(table, record)
+            assert key in state, f"a delete of {key} before any row: {captured.diagnostics(table)}"
+            del state[key]
         else:
             state[key_of(table, record)] = decode(event["after"])
     return state
