@@ -1,8 +1,8 @@
 """Kill -9 fault injection of the replay engine (see ``replay_crash_trials``): 2 seeded trials,
-DuckDB on the local log and Delta on Kafka (every stream and every sink; the bench runs all four
-pairs). After every crash the table holds exactly
-the reference at its ledger's newest positions; after the resume it equals an uninterrupted run
-and the reference of the whole input. ``bench/replay_crash_trials.py`` runs more trials."""
+DuckDB on the local log and Delta on Kafka, so every stream and every sink. After every crash the
+table holds exactly the reference at its ledger's newest positions; after the resume it equals an
+uninterrupted run and the reference of the whole input. ``bench/replay_crash_trials.py`` runs
+more trials, on all four pairs."""
 
 from __future__ import annotations
 
