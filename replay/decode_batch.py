@@ -13,6 +13,10 @@ A column the newest change could not read (``__unavailable``, unchanged TOAST) t
 from the newest older change of the key in the batch that has it; columns no change of the batch
 has stay null and listed in ``__unavailable`` (the sink must keep the stored value for them;
 ``sink_changes`` leaves that column out for sinks that do not know it).
+
+A caller that runs several jobs over one batch (the bad-record check, then the write) decodes it
+once: ``decode(records, schema)``, ``Decoded.all.persist()``, then ``batch_changes(...,
+decoded=...)``; ``truncates_decoded`` finds the batch's truncates from the same frame.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cdc.streams.protocol import TopicPartition
 from replay.bounds import Bound
 from replay.compaction import (
     TRUNCATE_POS,
@@ -30,7 +35,16 @@ from replay.compaction import (
     is_truncate_candidate,
     truncate_offsets,
 )
-from replay.decode import KEY, UNAVAILABLE, Decoder, decode_native
+from replay.decode import (
+    KEY,
+    OFFSET,
+    PARTITION,
+    TOPIC,
+    UNAVAILABLE,
+    Decoded,
+    Decoder,
+    decode_native,
+)
 from replay.decode_cut import cut_at
 from replay.decode_schema import TopicSchema
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
@@ -88,13 +102,14 @@ def batch_changes(
     cut: Bound | None = None,
     straddling: Sequence[str] = (),
     truncates: Sequence[Truncate] | None = None,
+    decoded: Decoded | None = None,
 ) -> BatchChanges:
     """The newest change per key of a batch of raw records, cut at ``cut`` (a source-position
     bound) when given, without the transactions ``straddling`` names (see
     ``decode_cut.cut_at``) (see the module doc). ``truncates``: the batch's truncates, when
     already found (``batches.find_truncates``; not with ``cut``): the batch then runs no job to
-    find them."""
-    decoded = decode(records, schema, ())
+    find them. ``decoded``: ``records`` already decoded (and persisted) by the caller."""
+    decoded = decoded or decode(records, schema, ())
     if truncates is not None and cut is None:
         return _with_known_truncates(decoded.good, decoded.bad, schema, truncates)
     good = decoded.good if cut is None else cut_at(decoded.good, cut, straddling)
@@ -117,6 +132,17 @@ def batch_changes(
         F.array().cast("array<string>").alias(UNAVAILABLE),
     )
     return BatchChanges(changes.unionByName(marker), found, decoded.bad)
+
+
+def truncates_decoded(decoded: Decoded) -> list[Truncate]:
+    """The truncates among a batch's decoded changes, as ``batches.find_truncates`` finds them
+    (records keyed as truncates only); one Spark job, which fills the cache of a persisted
+    ``decoded.all``."""
+    truncate = (F.col(OP) == OP_TRUNCATE) & is_truncate_candidate(F.col(KEY))
+    found = decoded.good.where(truncate).select(TOPIC, PARTITION, OFFSET, POS)
+    return sorted(
+        Truncate(r[POS], TopicPartition(r[TOPIC], r[PARTITION]), r[OFFSET]) for r in found.collect()
+    )
 
 
 def _with_known_truncates(

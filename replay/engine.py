@@ -219,14 +219,21 @@ class ReplayEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
-        changes = batch_changes(
-            records, schema, cut=cut, straddling=self._straddling,
-            truncates=None if cut else truncates_in(truncates, batch),
-        )  # fmt: skip
-        positions = batch.stop_positions
-        result.bad += handle_bad_records(self.sink, changes.bad, job.on_error, positions, spec.name)
-        frame: DataFrame = changes.sink_changes(schema)
-        return self.sink.merge(spec, frame, positions)
+        decoded = decode_native(records, schema)
+        decoded.all.persist()  # read and decoded once: for the bad records, then the write
+        try:
+            changes = batch_changes(
+                records, schema, cut=cut, straddling=self._straddling, decoded=decoded,
+                truncates=None if cut else truncates_in(truncates, batch),
+            )  # fmt: skip
+            positions = batch.stop_positions
+            result.bad += handle_bad_records(
+                self.sink, changes.bad, job.on_error, positions, spec.name
+            )
+            frame: DataFrame = changes.sink_changes(schema)
+            return self.sink.merge(spec, frame, positions)
+        finally:
+            decoded.all.unpersist()
 
 
 def _batches(

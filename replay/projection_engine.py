@@ -27,11 +27,10 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjection, version_table
 from projections.errors import ProjectionError
-from replay.batches import find_truncates
 from replay.bounds import Bound, BoundKind
 from replay.dead_letters import handle_bad_records
 from replay.decode import OFFSET, PARTITION, TXN, decode_native
-from replay.decode_batch import batch_changes
+from replay.decode_batch import batch_changes, truncates_decoded
 from replay.decode_schema import TopicSchema
 from replay.engine import ReplayEngine, ReplayError, _batches
 from replay.plan import ReplayPlan, plan_replay
@@ -188,12 +187,17 @@ class ProjectionEngine:
             raise ProjectionError(
                 f"projection {job.name}: topic {job.topic} has no column {missing[0]}"
             )
-        truncates = find_truncates(self.spark, self.stream.url, batch, schema)
         records = read_records(self.spark, self.stream.url, batch)
-        changes = batch_changes(records, schema, truncates=truncates)
-        handle_bad_records(self.sink, changes.bad, "fail", batch.stop_positions, job.table)
-        frame = changes.changes.select(*mirror.all_columns, OP, POS, TRUNCATED)
-        return self.store.apply_sql(plan, mirror, frame, batch.stop_positions)
+        decoded = decode_native(records, schema)
+        decoded.all.persist()  # read and decoded once: truncates, bad records, the write
+        try:
+            truncates = truncates_decoded(decoded)
+            changes = batch_changes(records, schema, truncates=truncates, decoded=decoded)
+            handle_bad_records(self.sink, changes.bad, "fail", batch.stop_positions, job.table)
+            frame = changes.changes.select(*mirror.all_columns, OP, POS, TRUNCATED)
+            return self.store.apply_sql(plan, mirror, frame, batch.stop_positions)
+        finally:
+            decoded.all.unpersist()
 
     def _memory_batch(
         self, job: ProjectionJob, schema: TopicSchema, batch: ReplayPlan

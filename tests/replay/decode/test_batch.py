@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from replay.decode_batch import batch_changes
+from replay.compaction import TRUNCATE_KEYS
+from replay.decode import decode_native
+from replay.decode_batch import batch_changes, truncates_decoded
 from replay.decode_schema import TopicSchema
 from replay.sinks.protocol import OP, POS, TRUNCATED
 from tests.replay.decode.conftest import Changelog, account, as_records, published, raw_frame
@@ -39,6 +41,33 @@ def test_newest_change_per_key_and_truncate(spark: Any) -> None:
 
     quiet = batch_changes(raw_frame(spark, log.records[-4:]), schema).changes.collect()
     assert {(r["id"], r[OP], r[TRUNCATED]) for r in quiet} == {(3, "u", False), (4, "d", False)}
+
+
+def test_a_batch_decoded_once_gives_the_truncates_and_changes_of_decoding_it_twice(
+    spark: Any,
+) -> None:
+    log = Changelog(partitions=2)
+    for i in range(1, 5):
+        log.upsert(None, account(i))
+    log.truncate([account(i) for i in range(1, 5)])
+    log.upsert(None, account(5))
+    log.upsert(account(5), account(5, name="five"))
+    newest = [r for r in log.records if r[4] is not None][-1]
+    schema = TopicSchema.from_record(newest[4] or b"", newest[3])
+    records = raw_frame(spark, log.records)
+    decoded = decode_native(records, schema)
+    decoded.all.persist()
+    try:
+        truncates = truncates_decoded(decoded)
+        once = batch_changes(records, schema, truncates=truncates, decoded=decoded)
+        rows = sorted(once.sink_changes(schema).collect(), key=repr)
+    finally:
+        decoded.all.unpersist()
+    written = {(r[1], r[2]) for r in log.records if r[3] in (None, *TRUNCATE_KEYS) and r[4]}
+    assert written and {(t.tp.partition, t.offset) for t in truncates} == written
+    twice = batch_changes(records, schema).sink_changes(schema).collect()
+    assert rows == sorted(twice, key=repr)
+    assert {r["id"]: r[OP] for r in rows}[5] == "u"
 
 
 def _pg_update(lsn: int, row_id: int, description: str, name: str) -> bytes:
