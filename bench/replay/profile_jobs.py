@@ -1,0 +1,86 @@
+"""Where a full rebuild spends its time, per Spark job, on a cold and then a warm JVM.
+
+    .venv/bin/python -m bench.replay.profile_jobs [--events 1000000] [--keys 100000] [--sink duckdb]
+
+Starts a broker, produces the benchmark changelog (``bench.replay.changelog``), and runs the same
+``ReplayEngine`` rebuild ``--runs`` times in one SparkSession, each into a fresh table. After each
+run it prints the run's wall time and every Spark job it ran (wall time, stages, tasks, call
+site), read from Spark's REST API; the time outside the jobs is the driver's (plan, schema,
+sink load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+import urllib.request
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.replay.changelog import TOPIC, declared_spec, produce
+from cdc.runtime.broker import LocalKafkaBroker
+from cdc.streams.registry import open_stream
+from replay.engine import ReplayEngine, ReplayJob
+from replay.sinks.registry import open_sink
+from replay.spark import spark_session
+
+
+def _jobs(ui: str, app: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/jobs") as response:
+        jobs: list[dict[str, Any]] = json.load(response)
+    return sorted(jobs, key=lambda j: int(j["jobId"]))
+
+
+def _seconds(job: dict[str, Any]) -> float:
+    def at(text: str) -> datetime:
+        return datetime.strptime(text.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
+
+    if not job.get("completionTime"):
+        return float("nan")
+    return (at(job["completionTime"]) - at(job["submissionTime"])).total_seconds()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--sink", choices=("duckdb", "delta"), default="duckdb")
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-profile-jobs-"))
+    broker = LocalKafkaBroker(work / "broker", heap="2g")
+    try:
+        bootstrap = broker.start()
+        produce(bootstrap, args.events, args.keys, args.partitions)
+        spark = spark_session(conf={"spark.ui.enabled": "true"})
+        ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
+        stream = open_stream(f"kafka://{bootstrap}")
+        for run in range(args.runs):
+            suffix = ".duckdb" if args.sink == "duckdb" else ""
+            sink = open_sink(f"{args.sink}://{work}/out{run}{suffix}", spark)
+            seen = {j["jobId"] for j in _jobs(ui, app)}
+            started = time.monotonic()
+            job = ReplayJob((TOPIC,), declared={TOPIC: declared_spec()})
+            (result,) = ReplayEngine(spark, stream, sink).run(job)
+            took = time.monotonic() - started
+            jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
+            in_jobs = sum(_seconds(j) for j in jobs)
+            print(f"run {run}: {took:.1f} s ({result.mode}), {len(jobs)} Spark jobs "
+                  f"{in_jobs:.1f} s, outside them {took - in_jobs:.1f} s")  # fmt: skip
+            for j in jobs:
+                print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  stages {len(j['stageIds'])}"
+                      f"  tasks {j['numTasks']:>4}  {j['name'][:90]}")  # fmt: skip
+            sink.close()
+        spark.stop()
+    finally:
+        broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
