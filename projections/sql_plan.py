@@ -163,6 +163,16 @@ class IncrementalPlan:
         )
         return [render(s, dialect) for s in statements]
 
+    def overwrite_statement(self, signed: str, dialect: str = DUCKDB) -> str:
+        """The stored table's merge for a batch with a truncate, after the multisets' resets
+        and merges: the table becomes the batch's groups alone, in one statement (on Delta one
+        commit, where a reset then the merge would let readers see the emptied table)."""
+        select = f"SELECT * FROM ({self._delta_with_extremes(signed)}) AS __q"
+        return render(
+            f"INSERT OVERWRITE TABLE {relation(self.table)} {select} WHERE {quote(ROWS)} <> 0",
+            dialect,
+        )
+
     def _merge_values(self, m: Measure, signed: str) -> str:
         keys = self.layout.key_columns
         columns = [*keys, VALUE, MULT]

@@ -3,10 +3,11 @@ exactly once, with the replay engine's planning and decoding.
 
 A projection version is stored in ``<name>__v<n>`` (readers use the view ``<name>``, see
 :mod:`replay.projection_versions`) and has its own ledger, keyed by that table. A run plans the
-topic from the ledger (or the log start) to the stop bound, cuts it into batches and applies each
-batch, with the positions it brings the projection to, in one sink transaction (Delta: see
-:mod:`replay.sinks.delta_projection`): a batch the ledger covers is skipped, so a retry after a
-crash neither loses nor doubles a change.
+topic from the ledger (or the log start) to the stop bound, cuts it into batches (never splitting
+a truncate across partitions, as the replay engine: see :mod:`replay.batches`; a truncate resets
+the whole projection) and applies each batch, with the positions it brings the projection to, in
+one sink transaction (Delta: see :mod:`replay.sinks.delta_projection`): a batch the ledger covers
+is skipped, so a retry after a crash neither loses nor doubles a change.
 
 - SQL projections (:class:`~projections.SqlProjection`): the batch's newest change per key
   (``batch_changes``) is signed against the projection's mirror of the source table (``-old``
@@ -27,6 +28,7 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjection, version_table
 from projections.errors import ProjectionError
+from replay.batches import find_truncates, source_reach
 from replay.bounds import Bound, BoundKind
 from replay.dead_letters import handle_bad_records
 from replay.decode import OFFSET, PARTITION, TXN, decode_native
@@ -127,7 +129,12 @@ class ProjectionEngine:
         schema = self.schema(job.topic, job.declared)
         if not schema.primary_key:
             raise ReplayError(f"topic {job.topic} has no primary key to mirror its table by")
-        for batch in _batches(plan, job.batch_offsets):
+        batches = _batches(plan, job.batch_offsets)
+        if len(batches) > 1:  # never split a truncate across partitions (replay.batches)
+            truncates = find_truncates(self.spark, self.stream.url, plan, schema)
+            reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
+            batches = _batches(plan, job.batch_offsets, truncates, reach)
+        for batch in batches:
             if isinstance(job.definition, SqlProjection):
                 entry = self._sql_batch(job, schema, batch)
             else:

@@ -8,7 +8,9 @@ transactions, so a batch is several commits; exactly-once comes from these rules
   carries the ledger (``userMetadata``: seq, positions) and the idempotent-write id
   (``txnAppId = replicator-projection/<table>``, ``txnVersion = seq``), like the Delta sink;
 - every auxiliary commit carries the batch's ``seq`` in its ``userMetadata`` too; commits of the
-  master without metadata (its creation, a truncate's ``DELETE``) are never ledger entries;
+  master without metadata (its creation) are never ledger entries; a batch with a truncate
+  overwrites the master instead of merging into it (``INSERT OVERWRITE``: the reset and the
+  batch in that one commit, so readers never see the master emptied without its ledger entry);
 - before each batch, :meth:`DeltaProjectionStore.recover` restores (Delta ``RESTORE``) the master
   to its latest ledger entry and each auxiliary table to its newest commit with a ``seq`` not
   above the master's, dropping tables that have none. A crash between two statements thus
@@ -136,9 +138,9 @@ class DeltaProjectionStore:
             for statement in values:
                 run(statement)
         run(master)  # no metadata: the master's creation is not a ledger entry
-        if truncated:
-            run(plan.reset_statements(SPARK)[0])  # the master, without metadata
         *value_merges, master_merge = plan.apply_statements(_SIGNED, SPARK)
+        if truncated:  # the master's reset and merge in its one ledger commit (module doc)
+            master_merge = plan.overwrite_statement(_SIGNED, SPARK)
         with _session_confs(self.spark, {USER_METADATA: meta}):
             resets = plan.reset_statements(SPARK)[1:] if truncated else []
             for statement in [*resets, *value_merges]:
@@ -171,7 +173,8 @@ class DeltaProjectionStore:
         positions: Positions,
     ) -> LedgerEntry | None:
         """Delete every ``identity`` of ``rows`` and upsert those with ``__op`` ``u`` (after
-        clearing the table when ``truncated``): one MERGE carrying the ledger entry."""
+        clearing the table when ``truncated``): one MERGE (an overwrite when ``truncated``)
+        carrying the ledger entry."""
         self.recover(table, [])
         planned = self._plan(table, positions)
         if planned is None:
@@ -186,8 +189,11 @@ class DeltaProjectionStore:
 
         run(f"CREATE TABLE IF NOT EXISTS {_quote(table)} USING DELTA AS SELECT {names} "
             f"FROM {_ROWS} LIMIT 0")  # fmt: skip
-        if truncated:
-            run(f"DELETE FROM {_quote(table)}")
+        if truncated:  # cleared and written in the one ledger commit (module doc)
+            overwrite = (f"INSERT OVERWRITE TABLE {_quote(table)} SELECT {names} FROM {_ROWS} "
+                         f"WHERE {OP} = '{OP_UPSERT}'")  # fmt: skip
+            self._commit_master(table, overwrite, [table], seq, meta)
+            return self._committed(table, meta)
         same = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in identity)
         sets = ", ".join(f"{_quote(c)} = s.{_quote(c)}" for c in columns)
         values = ", ".join(f"s.{_quote(c)}" for c in columns)
