@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
@@ -387,3 +387,23 @@ def run_trial(
     check_after_crash(spark, log, layout, f"seed {seed}, final ledger")
     result.seconds = time.monotonic() - started
     return result
+
+
+def changelog_factory(
+    request: Any, tmp_path_factory: Any, prefix: str, events: int, seed: int
+) -> Callable[[str], Changelog]:
+    """A module fixture's factory: one changelog per stream kind (``local`` or ``kafka``, the
+    session broker), built on first use from ``input_events(events, seed)``."""
+    built: dict[str, Changelog] = {}
+
+    def get(kind: str) -> Changelog:
+        if kind not in built:
+            name = f"{prefix}-{int(time.time() * 1000)}"
+            if kind == "kafka":
+                url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
+            else:
+                url = f"local://{tmp_path_factory.mktemp(prefix + '-log')}"
+            built[kind] = build_changelog(url, name, input_events(events, seed=seed))
+        return built[kind]
+
+    return get

@@ -6,7 +6,6 @@ of the whole input. ``bench/projection_crash_trials.py`` runs more trials."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -22,7 +21,7 @@ from replay.sinks.delta_projection import DeltaProjectionStore
 from replay.sinks.registry import open_sink
 from tests.replay.projection_crash_trials import ProjectionWorkerPool, layout_of, run_trial
 from tests.replay.projection_workload import TOPIC, SalesTopic
-from tests.replay.replay_crash_trials import Changelog, build_changelog, input_events
+from tests.replay.replay_crash_trials import Changelog, changelog_factory
 
 EVENTS = 300
 BATCH_OFFSETS = {"duckdb": 80, "delta": 150}
@@ -137,19 +136,7 @@ def changelogs(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str], Changelog]:
     """One changelog per stream kind, built on first use."""
-    built: dict[str, Changelog] = {}
-
-    def get(kind: str) -> Changelog:
-        if kind not in built:
-            name = f"projection-crash-{int(time.time() * 1000)}"
-            if kind == "kafka":
-                url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
-            else:
-                url = f"local://{tmp_path_factory.mktemp('projection-crash-log')}"
-            built[kind] = build_changelog(url, name, input_events(EVENTS, seed=7))
-        return built[kind]
-
-    return get
+    return changelog_factory(request, tmp_path_factory, "projection-crash", EVENTS, seed=7)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ more trials, on all four pairs."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,8 @@ from replay.sinks.registry import open_sink
 from tests.replay.replay_crash_trials import (
     Changelog,
     WorkerPool,
-    build_changelog,
+    changelog_factory,
     fold,
-    input_events,
     rows_of,
     run_trial,
 )
@@ -83,19 +81,7 @@ def changelogs(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Callable[[str], Changelog]:
     """One changelog per stream kind, built on first use."""
-    built: dict[str, Changelog] = {}
-
-    def get(kind: str) -> Changelog:
-        if kind not in built:
-            name = f"replay-crash-{int(time.time() * 1000)}"
-            if kind == "kafka":
-                url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
-            else:
-                url = f"local://{tmp_path_factory.mktemp('replay-crash-log')}"
-            built[kind] = build_changelog(url, name, input_events(EVENTS, seed=4))
-        return built[kind]
-
-    return get
+    return changelog_factory(request, tmp_path_factory, "replay-crash", EVENTS, seed=4)
 
 
 @pytest.fixture(scope="module")
