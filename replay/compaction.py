@@ -1,8 +1,8 @@
 """Full rebuilds from compacted change records: the newest image of every key, decoding only it.
 
 A full rebuild needs, per key, only the newest record: ``latest_records`` finds it from keys,
-offsets and null-ness alone, before any value is decoded, with one ``max_by`` aggregation (no
-global sort; Spark aggregates variable-length values sort-based within each task, spilling).
+offsets and null-ness alone, before any value is decoded, with a hash aggregation of fixed-width
+columns, then fetches only the winners' values from a second read.
 Truncate candidates (records whose key is null or is the changelog's truncate key) are kept one
 by one; ``rebuild_table`` decodes just those to find truncates, drops per partition every record
 at or before the partition's last truncate, drops keys whose newest record is a tombstone,
@@ -69,20 +69,38 @@ def is_truncate_candidate(key: Column) -> Column:
 
 def latest_records(records: DataFrame) -> DataFrame:
     """Per (topic, partition, key) the newest record by offset, plus the newest non-tombstone
-    (``__live_offset``/``__live_value``); truncate candidates are kept each on its own."""
-    candidate = is_truncate_candidate(F.col("key"))
+    (``__live_offset``/``__live_value``); truncate candidates are kept each on its own.
+
+    Two passes, so that no value goes through an aggregation (one over variable-length values
+    sorts them all, spilling at scale): a hash aggregation of fixed-width columns finds each
+    key's newest offsets, then a second read of ``records`` fetches just the newest live values,
+    joined on (topic, partition, offset) against the broadcast winners (about 100 bytes a key
+    on the driver). ``value`` is the newest record's (null: a tombstone). A live record that
+    compaction removes between the two reads leaves its key with only its tombstone, i.e.
+    deleted, which is what the compacted log then says too.
+    """
+    candidate = F.when(is_truncate_candidate(F.col("key")), F.col("offset"))
     live_offset = F.when(F.col("value").isNotNull(), F.col("offset"))
-    return (
-        records.withColumn(CANDIDATE, F.when(candidate, F.col("offset")))
+    marks = (
+        records.select("topic", "partition", "key", "offset", "timestamp_ms",
+                       live_offset.alias(_LIVE_OFFSET), candidate.alias(CANDIDATE))
         .groupBy("topic", "partition", "key", CANDIDATE)
-        .agg(
-            F.max("offset").alias("offset"),
-            F.max_by("value", "offset").alias("value"),
-            F.max_by("timestamp_ms", "offset").alias("timestamp_ms"),
-            F.max(live_offset).alias(_LIVE_OFFSET),
-            F.max_by("value", live_offset).alias(_LIVE_VALUE),
-        )
+        .agg(F.max("offset").alias("offset"), F.max_by("timestamp_ms", "offset").alias(
+            "timestamp_ms"), F.max(_LIVE_OFFSET).alias(_LIVE_OFFSET))
+    )  # fmt: skip
+    live_values = records.select(
+        "topic", "partition", F.col("offset").alias(_LIVE_OFFSET), F.col("value").alias(_LIVE_VALUE)
     )
+    place = ["topic", "partition", _LIVE_OFFSET]
+    found = live_values.join(F.broadcast(marks.where(F.col(_LIVE_OFFSET).isNotNull())), place)
+    gone = marks.where(F.col(_LIVE_OFFSET).isNull()).withColumn(
+        _LIVE_VALUE, F.lit(None).cast(T.BinaryType())
+    )
+    newest = F.when(F.col(_LIVE_OFFSET) == F.col("offset"), F.col(_LIVE_VALUE))
+    return found.unionByName(gone).select(
+        "topic", "partition", "key", CANDIDATE, "offset", newest.alias("value"), "timestamp_ms",
+        _LIVE_OFFSET, _LIVE_VALUE,
+    )  # fmt: skip
 
 
 def truncate_offsets(decoded: DataFrame) -> DataFrame:
