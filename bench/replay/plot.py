@@ -54,10 +54,12 @@ def main(source: str, target: str) -> None:
     left.legend(fontsize=8, loc="upper right")
     left.tick_params(axis="x", labelsize=7)
     m = meta["machine"]
+    loads = [r["loadavg_1m_before"] for r in results.values() if "loadavg_1m_before" in r]
+    load = f"load before each {min(loads):.1f}-{max(loads):.1f}" if loads else "load not recorded"
+    naive = "; *naive: measured on a prefix" if "naive-duckdb" in results else ""
     left.set_title(
         f"Full rebuild of {meta['records']:,} changelog records over {meta['keys']:,} keys, "
-        f"{meta['partitions']} partitions\n{m['nproc']} cores, {m['mem_gib']} GiB, shared with "
-        "other jobs; *naive: measured on a prefix",
+        f"{meta['partitions']} partitions\n{m['nproc']} cores, {m['mem_gib']} GiB, {load}{naive}",
         fontsize=9,
     )
     right.barh(labels, rss, color=colors)
