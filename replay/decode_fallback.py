@@ -4,7 +4,7 @@ For what the native path cannot read: ExtractNewRecordState flat rows, Avro-JSON
 schemas whose types do not map to Spark (``decode_types.UnsupportedSchema``). It returns the
 same ``Decoded`` frame as ``decode_native`` (same columns, types and ``__pos`` expression), so a
 topic can switch paths without its sink noticing. It runs as an RDD ``mapPartitions`` with pickled
-rows: pyarrow (which ``mapInArrow`` and Python data sources need) is not a dependency.
+rows: ``mapInArrow`` needs pandas, which the project does not depend on.
 """
 
 from __future__ import annotations
