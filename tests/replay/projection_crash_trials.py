@@ -21,14 +21,11 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import subprocess
-import sys
-import threading
 import time
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from replay.projection_store import projection_store
 from replay.sinks.delta_log import read_ledger
@@ -43,7 +40,7 @@ from tests.replay.projection_crash_worker import (
     project_to_end,
     projection_plan,
 )
-from tests.replay.replay_crash_trials import REPO_ROOT, Changelog, Totals, Worker, WorkerPool, fold
+from tests.replay.replay_crash_trials import Changelog, Totals, Worker, WorkerPool, fold
 
 Tiers = dict[str, tuple[int, Decimal, Decimal, Decimal]]
 """Per tier: customers, their total, the smallest and the largest customer's total."""
@@ -80,15 +77,7 @@ def layout_of(log: Changelog, sink: str, batch_offsets: int) -> ProjectionLayout
 class ProjectionWorker(Worker):
     """A projection crash worker process (see :class:`Worker`)."""
 
-    def __init__(self, stderr: TextIO) -> None:  # a Worker running another module
-        self.lines: list[str] = []
-        self.times: list[float] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-X", "faulthandler", "-m", "tests.replay.projection_crash_worker"],
-            cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            text=True, start_new_session=True,
-        )  # fmt: skip
-        threading.Thread(target=self._read, daemon=True).start()
+    MODULE = "tests.replay.projection_crash_worker"
 
     def write_seconds(self) -> list[float]:
         """How long each sink write took (``write n`` to ``committed n``)."""
@@ -97,22 +86,15 @@ class ProjectionWorker(Worker):
             at[f"committed {n}"] - at[f"write {n}"] for n in range(1, self.count("committed") + 1)
         ]
 
-    def run(self, layout: ProjectionLayout) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(layout.to_json() + "\n")
-        self.proc.stdin.flush()
-
 
 class ProjectionWorkerPool(WorkerPool):
     """Hands out projection workers whose SparkSession is up (see :class:`WorkerPool`)."""
 
+    worker_type = ProjectionWorker
+
     def __init__(self, log_dir: Path) -> None:
         super().__init__(log_dir)
         self.writes: list[float] = []
-
-    def _spawn(self) -> ProjectionWorker:
-        self.started += 1
-        return ProjectionWorker((self.log_dir / f"worker-{self.started}.stderr").open("w"))
 
     def write_delay_s(self) -> float:
         """The longest random delay after a ``write`` line: 1.2 times the median write."""
@@ -226,7 +208,7 @@ def run_trial(
         count, delay = commits + (line == "write"), rng.uniform(0, most)
         what = f"seed {seed}, crash {crash + 1} ({delay:.1f}s after '{line} {count}')"
         try:
-            worker.run(layout)
+            worker.start(layout)
             if worker.wait_for(line, count):  # else it ended first: checked below
                 time.sleep(delay)
             pool.gaps += worker.write_gaps()

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
 from cdc.processor import EventProcessor, InputEvent, ProcessorConfig
@@ -162,15 +162,23 @@ def build_changelog(stream_url: str, processor_id: str, events: list[dict[str, A
 # -- the worker processes -------------------------------------------------------------------
 
 
+class JsonLayout(Protocol):
+    """What a worker is started with: a layout it reads as one JSON line from stdin."""
+
+    def to_json(self) -> str: ...
+
+
 class Worker:
-    """A replay crash worker process; its stdout lines are collected by a thread."""
+    """A crash worker process running ``MODULE``; its stdout lines are collected by a thread."""
+
+    MODULE = "tests.replay.replay_crash_worker"
 
     def __init__(self, stderr: TextIO) -> None:
         self.lines: list[str] = []
         self.times: list[float] = []
         self.proc = subprocess.Popen(
             # faulthandler: a native crash (DuckDB, the JVM bridge) prints its Python stack
-            [sys.executable, "-X", "faulthandler", "-m", "tests.replay.replay_crash_worker"],
+            [sys.executable, "-X", "faulthandler", "-m", self.MODULE],
             cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
             text=True, start_new_session=True,
         )  # fmt: skip
@@ -207,7 +215,7 @@ class Worker:
             time.sleep(0.01)
         return True
 
-    def start(self, layout: ReplayLayout) -> None:
+    def start(self, layout: JsonLayout) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(layout.to_json() + "\n")
         self.proc.stdin.flush()
@@ -236,6 +244,8 @@ def _group_alive(pgid: int) -> bool:
 class WorkerPool:
     """Hands out workers whose SparkSession is up, and warms the next one meanwhile."""
 
+    worker_type: type[Worker] = Worker
+
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
         self.started = 0
@@ -245,7 +255,7 @@ class WorkerPool:
     def _spawn(self) -> Worker:
         self.started += 1
         stderr = (self.log_dir / f"worker-{self.started}.stderr").open("w")
-        return Worker(stderr)
+        return self.worker_type(stderr)
 
     def take(self) -> Worker:
         worker = self._next or self._spawn()
