@@ -20,7 +20,7 @@ is skipped, so a retry after a crash neither loses nor doubles a change.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,8 +28,9 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjection, version_table
 from projections.errors import ProjectionError
-from replay.batches import find_truncates, source_reach
+from replay.batches import find_truncates, source_reach, truncates_in
 from replay.bounds import Bound, BoundKind
+from replay.compaction import Truncate
 from replay.dead_letters import handle_bad_records
 from replay.decode import OFFSET, PARTITION, TXN, decode_native
 from replay.decode_batch import batch_changes, truncates_decoded
@@ -130,13 +131,15 @@ class ProjectionEngine:
         if not schema.primary_key:
             raise ReplayError(f"topic {job.topic} has no primary key to mirror its table by")
         batches = _batches(plan, job.batch_offsets)
+        truncates: list[Truncate] | None = None  # one batch finds its own (_sql_batch)
         if len(batches) > 1:  # never split a truncate across partitions (replay.batches)
             truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
             batches = _batches(plan, job.batch_offsets, truncates, reach)
         for batch in batches:
             if isinstance(job.definition, SqlProjection):
-                entry = self._sql_batch(job, schema, batch)
+                known = None if truncates is None else truncates_in(truncates, batch)
+                entry = self._sql_batch(job, schema, batch, known)
             else:
                 entry = self._memory_batch(job, schema, batch)
             result.entries += [entry] if entry else []
@@ -186,8 +189,10 @@ class ProjectionEngine:
         return plan, MirrorSql.of(job.table, keys, definition.source_columns)
 
     def _sql_batch(
-        self, job: ProjectionJob, schema: TopicSchema, batch: ReplayPlan
-    ) -> LedgerEntry | None:
+        self, job: ProjectionJob, schema: TopicSchema, batch: ReplayPlan,
+        truncates: Sequence[Truncate] | None,
+    ) -> LedgerEntry | None:  # fmt: skip
+        """Apply one batch; ``truncates``: the batch's, when the run found them already."""
         plan, mirror = self.sql_plan(job)
         missing = [c for c in mirror.all_columns if c not in {s.name for s in schema.columns}]
         if missing:
@@ -198,7 +203,8 @@ class ProjectionEngine:
         decoded = decode_native(records, schema)
         decoded.all.persist()  # read and decoded once: truncates, bad records, the write
         try:
-            truncates = truncates_decoded(decoded)
+            if truncates is None:
+                truncates = truncates_decoded(decoded)
             changes = batch_changes(records, schema, truncates=truncates, decoded=decoded)
             handle_bad_records(self.sink, changes.bad, "fail", batch.stop_positions, job.table)
             frame = changes.changes.select(*mirror.all_columns, OP, POS, TRUNCATED)
