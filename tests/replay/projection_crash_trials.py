@@ -22,7 +22,7 @@ import itertools
 import math
 import random
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,15 @@ from tests.replay.projection_crash_worker import (
     project_to_end,
     projection_plan,
 )
-from tests.replay.replay_crash_trials import Changelog, Totals, Worker, WorkerPool, fold
+from tests.replay.replay_crash_trials import (
+    MAX_FRESH_SINKS,
+    Changelog,
+    Totals,
+    TrialResult,
+    Worker,
+    WorkerPool,
+    fold,
+)
 
 Tiers = dict[str, tuple[int, Decimal, Decimal, Decimal]]
 """Per tier: customers, their total, the smallest and the largest customer's total."""
@@ -160,15 +168,6 @@ def check(spark: SparkSession, log: Changelog, layout: ProjectionLayout, what: s
 # -- the trials -------------------------------------------------------------------------------
 
 
-@dataclass
-class TrialResult:
-    seed: int
-    crashes: int = 0
-    mid_write: int = 0
-    """Crashes that landed between a ``write`` and its ``committed`` line."""
-    seconds: float = 0.0
-
-
 def batches_left(layout: ProjectionLayout, positions: dict[int, int] | None) -> int:
     """About how many batches a run from ``positions`` (None: the log start) still makes."""
     per_partition = max(1, layout.batch_offsets // len(layout.end))
@@ -193,7 +192,10 @@ def run_trial(
     layout = replace(base, sink=f"{scheme}://{sink_dir}/t{seed}{suffix}")
     result = TrialResult(seed)
     positions: dict[int, int] | None = None
-    for crash in range(rng.choices((1, 2, 3), weights=(6, 3, 1))[0]):
+    crashes = rng.choices((1, 2, 3), weights=(6, 3, 1))[0]
+    crash = 0
+    while crash < crashes:
+        crash += 1
         left = batches_left(layout, positions)
         if left < 2:
             break
@@ -206,7 +208,7 @@ def run_trial(
             [("write", pool.write_delay_s()), ("committed", pool.kill_delay_s())]
         )
         count, delay = commits + (line == "write"), rng.uniform(0, most)
-        what = f"seed {seed}, crash {crash + 1} ({delay:.1f}s after '{line} {count}')"
+        what = f"seed {seed}, crash {crash} ({delay:.1f}s after '{line} {count}')"
         try:
             worker.start(layout)
             if worker.wait_for(line, count):  # else it ended first: checked below
@@ -221,6 +223,12 @@ def run_trial(
                 f"{what}: worker failed, exit status {worker.proc.returncode}, "
                 f"stdout {worker.lines[-6:]}, stderr: {pool.stderr_tail()}"
             )
+            if result.crashes == 0 and result.fresh_sinks < MAX_FRESH_SINKS:
+                # ended before its kill landed: a trial that never crashed tests nothing
+                result.fresh_sinks += 1
+                fresh = f"t{seed}-{result.fresh_sinks}{suffix}"
+                layout = replace(layout, sink=f"{scheme}://{sink_dir}/{fresh}")
+                crash -= 1
             continue
         result.crashes += 1
         result.mid_write += worker.count("write") > worker.count("committed")

@@ -50,6 +50,9 @@ from tests.replay.replay_crash_worker import ReplayLayout, replay_to_end
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = ["customer_id"]
+MAX_FRESH_SINKS = 3
+"""A trial whose first worker ends before its kill lands starts over on a fresh sink, at most
+this many times (a trial without a crash tests nothing)."""
 Totals = dict[str, tuple[int, Decimal]]
 
 
@@ -287,6 +290,8 @@ class TrialResult:
     mid_write: int = 0
     """Crashes that landed between a ``write`` and its ``committed`` line."""
     seconds: float = 0.0
+    fresh_sinks: int = 0
+    """Times the first worker ended before its kill landed and the trial started over."""
 
 
 def rows_of(sink: Sink, table: str) -> Totals:
@@ -357,13 +362,15 @@ def run_trial(
     result = TrialResult(seed)
     crashes = rng.choices((1, 2, 3), weights=(6, 3, 1))[0]
     positions: dict[int, int] | None = None
-    for crash in range(crashes):
+    crash = 0
+    while crash < crashes:
+        crash += 1
         left = writes_left(layout, positions)
         if left < 2:
             break
         worker = pool.take()
         commits = rng.randrange(0, left - 1)
-        what = f"seed {seed}, crash {crash + 1} (after {commits} writes)"
+        what = f"seed {seed}, crash {crash} (after {commits} writes)"
         try:
             worker.start(layout)
             if worker.wait_for("committed", commits):  # else it ended first: checked below
@@ -377,6 +384,11 @@ def run_trial(
                 f"{what}: worker failed, exit status {worker.proc.returncode}, "
                 f"stdout {worker.lines[-6:]}, stderr: {pool.stderr_tail()}"
             )
+            if result.crashes == 0 and result.fresh_sinks < MAX_FRESH_SINKS:
+                # ended before its kill landed: a trial that never crashed tests nothing
+                result.fresh_sinks += 1
+                layout = replace(layout, sink=f"{layout.sink}-again")
+                crash -= 1
             continue
         result.crashes += 1
         result.mid_write += worker.count("write") > worker.count("committed")
