@@ -23,8 +23,9 @@ from pathlib import Path
 
 from cdc.runtime.broker import LocalKafkaBroker
 from replay.spark import spark_session
+from tests.replay.crash_workers import TrialResult
 from tests.replay.projection_crash_trials import ProjectionWorkerPool, layout_of, run_trial
-from tests.replay.replay_crash_trials import TrialResult, build_changelog, input_events
+from tests.replay.replay_crash_trials import build_changelog, input_events
 
 
 def main(argv: list[str]) -> int:

@@ -24,9 +24,9 @@ from cdc.runtime.broker import LocalKafkaBroker
 from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
 from replay.spark import spark_session
+from tests.replay.crash_workers import TrialResult
 from tests.replay.replay_crash_trials import (
-    TrialResult,
-    WorkerPool,
+    ReplayWorkerPool,
     build_changelog,
     fold,
     input_events,
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="replay-crash-")))
         conf = {"spark.sql.shuffle.partitions": "2"}
         spark = spark_session(app_name="replay-crash-bench", conf=conf)
-        pool = WorkerPool(root)
+        pool = ReplayWorkerPool(root)
         stack.callback(pool.close)
         events = input_events(args.events, seed=4)
         combos = list(itertools.product(args.streams, args.sinks))

@@ -34,21 +34,14 @@ from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink, sink_path
 from replay.spark import SparkSession
+from tests.replay.crash_workers import MAX_FRESH_SINKS, TrialResult, Worker, WorkerPool
 from tests.replay.projection_crash_worker import (
     TABLE,
     ProjectionLayout,
     project_to_end,
     projection_plan,
 )
-from tests.replay.replay_crash_trials import (
-    MAX_FRESH_SINKS,
-    Changelog,
-    Totals,
-    TrialResult,
-    Worker,
-    WorkerPool,
-    fold,
-)
+from tests.replay.replay_crash_trials import Changelog, Totals, fold
 
 Tiers = dict[str, tuple[int, Decimal, Decimal, Decimal]]
 """Per tier: customers, their total, the smallest and the largest customer's total."""

@@ -18,23 +18,17 @@ checksum) and the reference of the whole input.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import math
-import os
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any
 
 from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
 from cdc.processor import EventProcessor, InputEvent, ProcessorConfig
@@ -46,13 +40,10 @@ from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink, sink_path
 from replay.spark import SparkSession
 from replay.verify import verify_tables
+from tests.replay.crash_workers import MAX_FRESH_SINKS, TrialResult, Worker, WorkerPool
 from tests.replay.replay_crash_worker import ReplayLayout, replay_to_end
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = ["customer_id"]
-MAX_FRESH_SINKS = 3
-"""A trial whose first worker ends before its kill lands starts over on a fresh sink, at most
-this many times (a trial without a crash tests nothing)."""
 Totals = dict[str, tuple[int, Decimal]]
 
 
@@ -165,133 +156,19 @@ def build_changelog(stream_url: str, processor_id: str, events: list[dict[str, A
 # -- the worker processes -------------------------------------------------------------------
 
 
-class JsonLayout(Protocol):
-    """What a worker is started with: a layout it reads as one JSON line from stdin."""
-
-    def to_json(self) -> str: ...
-
-
-class Worker:
-    """A crash worker process running ``MODULE``; its stdout lines are collected by a thread."""
+class ReplayWorker(Worker):
+    """A replay crash worker process (see :class:`Worker`)."""
 
     MODULE = "tests.replay.replay_crash_worker"
 
-    def __init__(self, stderr: TextIO) -> None:
-        self.lines: list[str] = []
-        self.times: list[float] = []
-        self.proc = subprocess.Popen(
-            # faulthandler: a native crash (DuckDB, the JVM bridge) prints its Python stack
-            [sys.executable, "-X", "faulthandler", "-m", self.MODULE],
-            cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            text=True, start_new_session=True,
-        )  # fmt: skip
-        threading.Thread(target=self._read, daemon=True).start()
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.times.append(time.monotonic())
-            self.lines.append(line.strip())
+class ReplayWorkerPool(WorkerPool):
+    """Hands out replay workers whose SparkSession is up (see :class:`WorkerPool`)."""
 
-    def write_gaps(self) -> list[float]:
-        """Seconds between consecutive ``committed`` lines."""
-        at = [
-            t
-            for t, line in zip(self.times, self.lines, strict=False)
-            if line.startswith("committed")
-        ]
-        return [b - a for a, b in itertools.pairwise(at)]
-
-    def count(self, prefix: str) -> int:
-        return sum(line.startswith(prefix) for line in self.lines)
-
-    def wait_for(self, prefix: str, count: int) -> bool:
-        """Wait until ``count`` lines start with ``prefix``; False if the worker ended first.
-        Gives up (a hung worker) after minutes per line: a loaded machine is slow."""
-        timeout_s = 600 + 180 * count
-        deadline = time.monotonic() + timeout_s
-        while self.count(prefix) < count:
-            if self.proc.poll() is not None:
-                time.sleep(0.05)  # the reader thread's last lines
-                return self.count(prefix) >= count
-            assert time.monotonic() < deadline, f"no {count} x {prefix!r} in {timeout_s}s"
-            time.sleep(0.01)
-        return True
-
-    def start(self, layout: JsonLayout) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(layout.to_json() + "\n")
-        self.proc.stdin.flush()
-
-    def kill(self) -> None:
-        """SIGKILL the worker's process group: Python, its Spark JVM and Spark's Python workers
-        die at once (the JVM must not finish a Delta commit after the driver is gone)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        deadline = time.monotonic() + 5
-        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs (zombies do not count: nobody may reap them)."""
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
-
-
-class WorkerPool:
-    """Hands out workers whose SparkSession is up, and warms the next one meanwhile."""
-
-    worker_type: type[Worker] = Worker
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.started = 0
-        self.gaps: list[float] = []
-        self._next: Worker | None = None
-
-    def _spawn(self) -> Worker:
-        self.started += 1
-        stderr = (self.log_dir / f"worker-{self.started}.stderr").open("w")
-        return self.worker_type(stderr)
-
-    def take(self) -> Worker:
-        worker = self._next or self._spawn()
-        self._next = self._spawn()
-        assert worker.wait_for("ready", 1), f"worker did not start: {self.stderr_tail()}"
-        return worker
-
-    def kill_delay_s(self) -> float:
-        """The longest random delay after a commit: 1.5 times the median write seen so far."""
-        gaps = sorted(self.gaps)
-        return 1.5 * gaps[len(gaps) // 2] if gaps else 3.0
-
-    def stderr_tail(self) -> str:
-        return (self.log_dir / f"worker-{self.started - 1}.stderr").read_text()[-3000:]
-
-    def close(self) -> None:
-        if self._next is not None:
-            self._next.kill()
-            self._next = None
+    worker_type = ReplayWorker
 
 
 # -- the trials -------------------------------------------------------------------------------
-
-
-@dataclass
-class TrialResult:
-    seed: int
-    crashes: int = 0
-    mid_write: int = 0
-    """Crashes that landed between a ``write`` and its ``committed`` line."""
-    seconds: float = 0.0
-    fresh_sinks: int = 0
-    """Times the first worker ended before its kill landed and the trial started over."""
 
 
 def rows_of(sink: Sink, table: str) -> Totals:
@@ -346,7 +223,7 @@ def check_after_crash(
 
 def run_trial(
     spark: SparkSession,
-    pool: WorkerPool,
+    pool: ReplayWorkerPool,
     log: Changelog,
     base: ReplayLayout,
     baseline: Sink,

@@ -22,7 +22,7 @@ from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
 from tests.replay.replay_crash_trials import (
     Changelog,
-    WorkerPool,
+    ReplayWorkerPool,
     changelog_factory,
     fold,
     rows_of,
@@ -85,8 +85,8 @@ def changelogs(
 
 
 @pytest.fixture(scope="module")
-def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerPool]:
-    workers = WorkerPool(tmp_path_factory.mktemp("replay-crash-workers"))
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplayWorkerPool]:
+    workers = ReplayWorkerPool(tmp_path_factory.mktemp("replay-crash-workers"))
     yield workers
     workers.close()
 
@@ -100,7 +100,7 @@ def test_kill_9_during_replay(
     sink: str,
     small_spark: Any,
     changelogs: Callable[[str], Changelog],
-    pool: WorkerPool,
+    pool: ReplayWorkerPool,
     tmp_path: Path,
 ) -> None:
     log = changelogs(stream)
