@@ -1,8 +1,9 @@
 """Full rebuilds from compacted change records: the newest image of every key, decoding only it.
 
-A full rebuild needs, per key, only the newest record: ``latest_records`` finds it from keys,
+A full rebuild needs, per key, only the newest record: ``newest_offsets`` finds it from keys,
 offsets and null-ness alone, before any value is decoded, with a hash aggregation of fixed-width
-columns, then fetches only the winners' values from a second read.
+columns, then ``latest_records`` fetches only the winners' values from a second read (by a
+broadcast join when ``broadcasts_winners`` says the driver can hold them).
 Truncate candidates (records whose key is null or is the changelog's truncate key) are kept one
 by one; ``rebuild_table`` decodes just those to find truncates, drops per partition every record
 at or before the partition's last truncate, drops keys whose newest record is a tombstone,
@@ -35,7 +36,7 @@ from replay.decode import (
 from replay.decode_position import STREAM_POSITION_CHARS, source_part
 from replay.decode_schema import TopicSchema
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
-from replay.spark import Column, DataFrame, F, T
+from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes
 
 TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
 """Record keys of the changelog's truncate events (schemas on, schemas off)."""
@@ -67,40 +68,67 @@ def is_truncate_candidate(key: Column) -> Column:
     return key.isNull() | key.isin(*(F.lit(k) for k in TRUNCATE_KEYS))
 
 
-def latest_records(records: DataFrame) -> DataFrame:
-    """Per (topic, partition, key) the newest record by offset, plus the newest non-tombstone
-    (``__live_offset``/``__live_value``); truncate candidates are kept each on its own.
+WINNER_BROADCAST_BYTES = 1024
+"""Driver heap to allow per broadcast winner (its row collected, then hashed, with headroom):
+above ``driver_heap_bytes / WINNER_BROADCAST_BYTES`` winners, ``latest_records`` joins by
+shuffled hash instead (a 4 GB driver broadcasts up to ~4 M keys)."""
 
-    Two passes, so that no value goes through an aggregation (one over variable-length values
-    sorts them all, spilling at scale): a hash aggregation of fixed-width columns finds each
-    key's newest offsets, then a second read of ``records`` fetches just the newest live values,
-    joined on (topic, partition, offset) against the broadcast winners (about 100 bytes a key
-    on the driver). ``value`` is the newest record's (null: a tombstone). A live record that
-    compaction removes between the two reads leaves its key with only its tombstone, i.e.
-    deleted, which is what the compacted log then says too.
-    """
+
+def newest_offsets(records: DataFrame) -> DataFrame:
+    """Per (topic, partition, key) the newest offset, its timestamp and the newest
+    non-tombstone's offset (``__live_offset``); truncate candidates each on their own.
+
+    A hash aggregation of fixed-width columns: no value goes through it (an aggregation over
+    variable-length values sorts them all, spilling at scale)."""
     candidate = F.when(is_truncate_candidate(F.col("key")), F.col("offset"))
     live_offset = F.when(F.col("value").isNotNull(), F.col("offset"))
-    marks = (
+    return (
         records.select("topic", "partition", "key", "offset", "timestamp_ms",
                        live_offset.alias(_LIVE_OFFSET), candidate.alias(CANDIDATE))
         .groupBy("topic", "partition", "key", CANDIDATE)
         .agg(F.max("offset").alias("offset"), F.max_by("timestamp_ms", "offset").alias(
             "timestamp_ms"), F.max(_LIVE_OFFSET).alias(_LIVE_OFFSET))
     )  # fmt: skip
+
+
+def latest_records(
+    records: DataFrame, newest: DataFrame | None = None, *, broadcast: bool = True
+) -> DataFrame:
+    """Per (topic, partition, key) the newest record by offset, plus the newest non-tombstone
+    (``__live_offset``/``__live_value``); truncate candidates are kept each on its own.
+
+    Two passes: ``newest`` (``newest_offsets(records)``, computed here when not given) finds
+    each key's newest offsets, then a second read of ``records`` fetches just the newest live
+    values (and their keys), joined on (topic, partition, offset) against the winners' offsets:
+    broadcast (about 60 bytes a key, no shuffle of values) or, when ``broadcast`` is False for
+    more keys than the driver can hold, a shuffled hash join (values are shuffled, not sorted).
+    ``value`` is the newest record's (null: a tombstone). A live record that compaction removes
+    between the two reads leaves its key with only its tombstone, i.e. deleted, which is what
+    the compacted log then says too.
+    """
+    marks = newest_offsets(records) if newest is None else newest
     live_values = records.select(
-        "topic", "partition", F.col("offset").alias(_LIVE_OFFSET), F.col("value").alias(_LIVE_VALUE)
-    )
+        "topic", "partition", "key", F.col("offset").alias(_LIVE_OFFSET),
+        F.col("value").alias(_LIVE_VALUE),
+    )  # fmt: skip
     place = ["topic", "partition", _LIVE_OFFSET]
-    found = live_values.join(F.broadcast(marks.where(F.col(_LIVE_OFFSET).isNotNull())), place)
+    winners = marks.where(F.col(_LIVE_OFFSET).isNotNull()).drop("key")
+    winners = F.broadcast(winners) if broadcast else winners.hint("shuffle_hash")
+    found = live_values.join(winners, place)
     gone = marks.where(F.col(_LIVE_OFFSET).isNull()).withColumn(
         _LIVE_VALUE, F.lit(None).cast(T.BinaryType())
     )
-    newest = F.when(F.col(_LIVE_OFFSET) == F.col("offset"), F.col(_LIVE_VALUE))
+    newest_value = F.when(F.col(_LIVE_OFFSET) == F.col("offset"), F.col(_LIVE_VALUE))
     return found.unionByName(gone).select(
-        "topic", "partition", "key", CANDIDATE, "offset", newest.alias("value"), "timestamp_ms",
-        _LIVE_OFFSET, _LIVE_VALUE,
+        "topic", "partition", "key", CANDIDATE, "offset", newest_value.alias("value"),
+        "timestamp_ms", _LIVE_OFFSET, _LIVE_VALUE,
     )  # fmt: skip
+
+
+def broadcasts_winners(spark: SparkSession, newest: DataFrame) -> bool:
+    """Whether ``latest_records`` may broadcast the winners of ``newest`` (``newest_offsets``;
+    a Spark job: persist it first) on this driver."""
+    return newest.count() <= driver_heap_bytes(spark) // WINNER_BROADCAST_BYTES
 
 
 def truncate_offsets(decoded: DataFrame) -> DataFrame:

@@ -18,7 +18,14 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.batches import Reach, cut_batches, find_truncates, source_reach, truncates_in
 from replay.bounds import Bound, BoundKind
-from replay.compaction import Truncate, has_truncate_candidates, latest_records, rebuild_table
+from replay.compaction import (
+    Truncate,
+    broadcasts_winners,
+    has_truncate_candidates,
+    latest_records,
+    newest_offsets,
+    rebuild_table,
+)
 from replay.dead_letters import DeadLetterPolicy, handle_bad_records
 from replay.decode import TXN, UNAVAILABLE, decode_native
 from replay.decode_batch import batch_changes
@@ -199,9 +206,11 @@ class ReplayEngine:
             rows, bad = changes.changes.where(F.col(OP) == OP_UPSERT), changes.bad
         else:
             # Compacted and decoded once each: the bad-record check and the write read both.
-            latest = latest_records(records).persist()
+            newest = newest_offsets(records).persist()
+            broadcast = broadcasts_winners(self.spark, newest)
+            latest = latest_records(records, newest, broadcast=broadcast).persist()
             rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
-            persisted = [latest, rebuilt.decoded.persist()]
+            persisted = [newest, latest, rebuilt.decoded.persist()]
             rows, bad = rebuilt.rows, rebuilt.bad
         try:
             result.bad += handle_bad_records(

@@ -20,7 +20,16 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 
 from cdc.runtime import jars
 
-__all__ = ["Column", "DataFrame", "F", "SparkSession", "T", "Window", "spark_session"]
+__all__ = [
+    "Column",
+    "DataFrame",
+    "F",
+    "SparkSession",
+    "T",
+    "Window",
+    "driver_heap_bytes",
+    "spark_session",
+]
 
 _LOG4J2 = """\
 rootLogger.level = warn
@@ -89,3 +98,10 @@ def spark_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def driver_heap_bytes(spark: SparkSession) -> int:
+    """The most heap the driver's JVM may use (``Runtime.maxMemory``): what bounds a broadcast,
+    which the driver collects and hashes before shipping it."""
+    runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()  # type: ignore[union-attr]
+    return int(runtime.maxMemory())

@@ -10,9 +10,17 @@ from typing import Any
 import pytest
 
 from cdc.state.changes import CapturedChange
-from replay.compaction import has_truncate_candidates, latest_records, rebuild_table
+from replay.compaction import (
+    WINNER_BROADCAST_BYTES,
+    broadcasts_winners,
+    has_truncate_candidates,
+    latest_records,
+    newest_offsets,
+    rebuild_table,
+)
 from replay.decode_fallback import decode_python
 from replay.decode_schema import TopicSchema
+from replay.spark import driver_heap_bytes
 from tests.replay.decode.conftest import ACCOUNTS, Changelog, account, comparable, raw_frame
 
 pytestmark = pytest.mark.integration
@@ -66,10 +74,15 @@ def _other_partition(log: Changelog, key: int) -> int:
     raise AssertionError(f"no record of key {key}")
 
 
-def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any) -> None:
+@pytest.mark.parametrize("broadcast", [True, False], ids=["broadcast", "shuffled-hash"])
+def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any, broadcast: bool) -> None:
+    """Both joins of the winners' values: broadcast, and shuffled hash for more keys than the
+    driver can broadcast (a 10 M-key rebuild ran out of driver memory)."""
     log, table = _history()
-    latest = latest_records(raw_frame(spark, log.records)).persist()
+    latest = latest_records(raw_frame(spark, log.records), broadcast=broadcast).persist()
     assert has_truncate_candidates(latest)
+    join = "BroadcastHashJoin" if broadcast else "ShuffledHashJoin"
+    assert join in _plan(latest), _plan(latest)
     rebuild = rebuild_table(latest, _schema(log))
     rows = rebuild.rows.collect()
     assert sorted((comparable(r) for r in rows), key=lambda r: r["id"]) == [
@@ -117,6 +130,15 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     assert not lean.truncated()
     lean.decoded.unpersist()
     latest.unpersist()
+
+
+def test_winners_are_broadcast_up_to_the_driver_heaps_share(spark: Any) -> None:
+    records = raw_frame(spark, _history()[0].records)
+    newest = newest_offsets(records).persist()
+    winners = newest.count()
+    assert broadcasts_winners(spark, newest)
+    assert winners * WINNER_BROADCAST_BYTES < driver_heap_bytes(spark) < 64 * 2**30
+    newest.unpersist()
 
 
 def _plan(frame: Any) -> str:
