@@ -44,6 +44,7 @@ CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
 TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
 _LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
 _TRUNCATE_SOURCE = "__truncate_source"
+_COPIES = "__copies"
 TRUNCATES_SCHEMA = T.StructType(
     [
         T.StructField("topic", T.StringType()),
@@ -195,10 +196,25 @@ def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> 
 
 
 def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
-    """The change with the highest ``__pos`` of every primary key (record key without one)."""
-    keys = [F.col(name) for name in schema.primary_key] or [F.col(KEY)]
+    """The change with the highest ``__pos`` of every primary key (record key without one).
+
+    After ``latest_records`` a key has one change unless it survived in several partitions
+    (a repartitioned topic), so only those keys go through the ``max_by`` aggregation, whose
+    variable-length buffer sorts every row it sees (a 9 M-key rebuild ran out of memory
+    sorting them all). The others are found by a hash aggregation of the keys and pass through
+    a shuffled hash anti join (rows shuffled, not sorted); keys compare null-safe."""
+    names = list(schema.primary_key) or [KEY]
+    copies = decoded.groupBy(*names).agg(F.count(F.lit(1)).alias(_COPIES))
+    repeated = copies.where(F.col(_COPIES) > 1).select(*(F.col(n).alias(f"__r_{n}") for n in names))
+    same = [decoded[n].eqNullSafe(F.col(f"__r_{n}")) for n in names]
+    on = same[0]
+    for condition in same[1:]:
+        on &= condition
+    repeated = repeated.hint("shuffle_hash")
+    single = decoded.join(repeated, on, "left_anti")
+    several = decoded.join(repeated, on, "left_semi")
     newest = F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")
-    return decoded.groupBy(*keys).agg(newest).select("newest.*")
+    return single.unionByName(several.groupBy(*names).agg(newest).select("newest.*"))
 
 
 @dataclass(frozen=True)
