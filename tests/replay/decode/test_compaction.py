@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cdc.state.changes import CapturedChange
+from replay import compaction
 from replay.compaction import (
     WINNER_BROADCAST_BYTES,
     broadcasts_winners,
@@ -132,12 +133,17 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     latest.unpersist()
 
 
-def test_winners_are_broadcast_up_to_the_driver_heaps_share(spark: Any) -> None:
+def test_winners_are_broadcast_up_to_the_driver_heaps_share(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     records = raw_frame(spark, _history()[0].records)
     newest = newest_offsets(records).persist()
     winners = newest.count()
     assert broadcasts_winners(spark, newest)
     assert winners * WINNER_BROADCAST_BYTES < driver_heap_bytes(spark) < 64 * 2**30
+    # a heap share that holds only one winner: shuffled hash instead
+    monkeypatch.setattr(compaction, "WINNER_BROADCAST_BYTES", driver_heap_bytes(spark))
+    assert not broadcasts_winners(spark, newest)
     newest.unpersist()
 
 
