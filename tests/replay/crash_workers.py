@@ -153,3 +153,11 @@ class TrialResult:
     seconds: float = 0.0
     fresh_sinks: int = 0
     """Times the first worker ended before its kill landed and the trial started over."""
+
+    def starts_over(self) -> bool:
+        """Called when a worker ended before its kill landed: whether the trial starts over on a
+        fresh sink (it has not crashed yet and has restarts left), counting the restart."""
+        if self.crashes or self.fresh_sinks >= MAX_FRESH_SINKS:
+            return False
+        self.fresh_sinks += 1
+        return True

@@ -34,7 +34,7 @@ from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink, sink_path
 from replay.spark import SparkSession
-from tests.replay.crash_workers import MAX_FRESH_SINKS, TrialResult, Worker, WorkerPool
+from tests.replay.crash_workers import TrialResult, Worker, WorkerPool
 from tests.replay.projection_crash_worker import (
     TABLE,
     ProjectionLayout,
@@ -216,9 +216,7 @@ def run_trial(
                 f"{what}: worker failed, exit status {worker.proc.returncode}, "
                 f"stdout {worker.lines[-6:]}, stderr: {pool.stderr_tail()}"
             )
-            if result.crashes == 0 and result.fresh_sinks < MAX_FRESH_SINKS:
-                # ended before its kill landed: a trial that never crashed tests nothing
-                result.fresh_sinks += 1
+            if result.starts_over():  # a trial that never crashed tests nothing
                 fresh = f"t{seed}-{result.fresh_sinks}{suffix}"
                 layout = replace(layout, sink=f"{scheme}://{sink_dir}/{fresh}")
                 crash -= 1
