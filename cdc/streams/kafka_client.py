@@ -48,6 +48,9 @@ READ_PREFETCH_KBYTES = 32 * 1024
 small enough that reading many large changelog partitions at once stays within memory."""
 
 
+FETCH_QUEUE_BACKOFF_MS = 100
+
+
 def make_consumer(
     bootstrap: str, group: str | None, extra: Config, *, prefetch_kbytes: int | None = None
 ) -> Consumer:
@@ -71,6 +74,9 @@ def make_consumer(
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
             "queued.max.messages.kbytes": prefetch_kbytes,
             "queued.min.messages": min_records,
+            # How long a partition's fetching pauses once its queue is full: librdkafka's
+            # default, 1 s, left restores (which drain 32 MB in ~0.1 s) idle most of the time.
+            "fetch.queue.backoff.ms": FETCH_QUEUE_BACKOFF_MS,
             **extra,
         }
     )

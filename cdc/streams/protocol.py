@@ -17,9 +17,11 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class StreamRecord:
-    """One committed record of a stream. ``value`` None is a tombstone."""
+class StreamRecord(NamedTuple):
+    """One committed record of a stream. ``value`` None is a tombstone.
+
+    A named tuple, not a dataclass: readers build one per record, and a frozen dataclass's
+    ``__init__`` costs three times as much."""
 
     topic: str
     partition: int
