@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 import pytest
 from hypothesis import given
@@ -54,6 +54,22 @@ def test_rescale_to_a_wider_scale_is_exact(value: Decimal, scale: int) -> None:
 )
 def test_unscaled_at(text: str, scale: int, unscaled: int | None) -> None:
     assert unscaled_at(Decimal(text), scale) == unscaled
+
+
+@given(
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.integers(min_value=-90, max_value=90),
+    st.integers(min_value=-3, max_value=90),
+)
+def test_unscaled_at_is_exact_on_both_sides_of_the_fast_path(
+    digits: int, exponent: int, scale: int
+) -> None:
+    value = Decimal(digits).scaleb(exponent)
+    with localcontext() as ctx:
+        ctx.prec = 400
+        whole = value.scaleb(scale)
+    expected = int(whole) if whole == whole.to_integral_value() else None
+    assert unscaled_at(value, scale) == expected
 
 
 def test_known_encodings() -> None:
