@@ -3,6 +3,7 @@ over several windows, rebuild the state the processor had; the fast path agrees 
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 from pathlib import Path
@@ -96,4 +97,36 @@ def test_rebuild_from_newest_records_equals_state(
             layer = changelog_layer({ITEMS.name: ITEMS}, [change])
             assert fast is not None
             assert layer.writes[ITEMS.name] == {fast[1]: fast[2]}
+    log.close()
+
+
+@pytest.mark.parametrize("enabled_before", [True, False], ids=["gc-on", "gc-off"])
+def test_restore_pauses_the_cycle_collector_and_puts_it_back(
+    tmp_path: Path, enabled_before: bool
+) -> None:
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    log.ensure_topic("ops", 1)
+    writer = log.writer("feeder")
+    writer.begin()
+    for i in range(20):
+        writer.send("ops", b"0", json.dumps({"op": "put", "k": f"k{i}", "v": i}).encode())
+    writer.commit()
+    writer.close()
+    first = processor(log, f"rocksdb://{tmp_path}/store", schemas=False)
+    first.start()
+    assert first.run(idle_timeout_s=0.5).events == 20
+    first.close()
+
+    during: list[bool] = []
+    rebuilt = processor(log, f"rocksdb://{tmp_path}/new-store", schemas=False)
+    (gc.enable if enabled_before else gc.disable)()
+    try:
+        report = rebuilt.start(progress=lambda done, total: during.append(gc.isenabled()))
+        after = gc.isenabled()
+    finally:
+        gc.enable()
+    assert report.events == 20
+    assert during and not any(during)
+    assert after is enabled_before
+    rebuilt.close()
     log.close()
