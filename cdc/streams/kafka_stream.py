@@ -38,7 +38,6 @@ class KafkaStreamReader:
         self.consumer = kc.make_consumer(stream.bootstrap, group, stream.client_config)
         self.consumer.assign([kc.KafkaPartition(t, p, o) for (t, p), o in positions.items()])
         self.at_end: set[TopicPartition] = set()
-        self._eof = False
 
     def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
         """Up to ``max_records`` committed records, waiting up to ``timeout_s`` for the first;
@@ -53,12 +52,13 @@ class KafkaStreamReader:
             if first is None:
                 return out
             rest = self.consumer.consume(max_records - 1, 0) if max_records > 1 else []
-            out = self._records([first, *rest])
-            if self._eof or time.monotonic() >= deadline:
+            out, reached_end = self._records([first, *rest])
+            if reached_end or time.monotonic() >= deadline:
                 break  # a partition reached its end: no record may come before the timeout
         return out
 
-    def _records(self, messages: list[kc.Message]) -> list[StreamRecord]:
+    def _records(self, messages: list[kc.Message]) -> tuple[list[StreamRecord], bool]:
+        """The records among ``messages``, and whether any partition reported its end."""
         # One loop, not a call per message: restores spend much of their time here.
         out: list[StreamRecord] = []
         ends: dict[TopicPartition, int] = {}  # partition at its end -> records before that
@@ -78,8 +78,7 @@ class KafkaStreamReader:
         for tp, before in ends.items():
             if not any((r.topic, r.partition) == tp for r in out[before:]):
                 self.at_end.add(tp)
-        self._eof = bool(ends)
-        return out
+        return out, bool(ends)
 
     def _end_of(self, msg: kc.Message, err: kc.KafkaError) -> TopicPartition:
         """The partition a partition-EOF message is about; any other error is raised."""
