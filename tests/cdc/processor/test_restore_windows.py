@@ -52,6 +52,27 @@ def processor(log: LocalLog, store: str, schemas: bool) -> EventProcessor:
     return EventProcessor(config, log, [ITEMS], handle)
 
 
+def processed_log(
+    tmp_path: Path, ops: list[dict[str, object]], partitions: int, schemas: bool
+) -> tuple[LocalLog, dict[str, tuple[object, object]]]:
+    """A log whose ``ops`` topic holds ``ops``, processed once: the log and the
+    state the processor had."""
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    log.ensure_topic("ops", partitions)
+    writer = log.writer("feeder")
+    writer.begin()
+    for i, op in enumerate(ops):
+        writer.send("ops", f"{i % 5}".encode(), json.dumps(op).encode())
+    writer.commit()
+    writer.close()
+    first = processor(log, f"rocksdb://{tmp_path}/store", schemas)
+    first.start()
+    assert first.run(idle_timeout_s=0.5).events == len(ops)
+    expected = state(first)
+    first.close()
+    return log, expected
+
+
 def state(p: EventProcessor) -> dict[str, tuple[object, object]]:
     assert p.tables is not None
     return {r["k"]: (r["v"], r["note"]) for r in p.tables.view(ITEMS).scan()}
@@ -63,19 +84,7 @@ def test_rebuild_from_newest_records_equals_state(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, schemas: bool, window_keys: int
 ) -> None:
     monkeypatch.setattr(restore_module, "WINDOW_KEYS", window_keys)
-    log = LocalLog.from_url(f"local://{tmp_path}/log")
-    log.ensure_topic("ops", 2)
-    writer = log.writer("feeder")
-    writer.begin()
-    for i, op in enumerate(operations(600, seed=3)):
-        writer.send("ops", f"{i % 5}".encode(), json.dumps(op).encode())
-    writer.commit()
-    writer.close()
-    first = processor(log, f"rocksdb://{tmp_path}/store", schemas)
-    first.start()
-    assert first.run(idle_timeout_s=0.5).events == 600
-    expected = state(first)
-    first.close()
+    log, expected = processed_log(tmp_path, operations(600, seed=3), 2, schemas)
 
     rebuilt = processor(log, f"rocksdb://{tmp_path}/new-store", schemas)
     report = rebuilt.start()
@@ -104,18 +113,8 @@ def test_rebuild_from_newest_records_equals_state(
 def test_restore_pauses_the_cycle_collector_and_puts_it_back(
     tmp_path: Path, enabled_before: bool
 ) -> None:
-    log = LocalLog.from_url(f"local://{tmp_path}/log")
-    log.ensure_topic("ops", 1)
-    writer = log.writer("feeder")
-    writer.begin()
-    for i in range(20):
-        writer.send("ops", b"0", json.dumps({"op": "put", "k": f"k{i}", "v": i}).encode())
-    writer.commit()
-    writer.close()
-    first = processor(log, f"rocksdb://{tmp_path}/store", schemas=False)
-    first.start()
-    assert first.run(idle_timeout_s=0.5).events == 20
-    first.close()
+    ops: list[dict[str, object]] = [{"op": "put", "k": f"k{i}", "v": i} for i in range(20)]
+    log, expected = processed_log(tmp_path, ops, 1, schemas=False)
 
     during: list[bool] = []
     rebuilt = processor(log, f"rocksdb://{tmp_path}/new-store", schemas=False)
@@ -126,6 +125,7 @@ def test_restore_pauses_the_cycle_collector_and_puts_it_back(
     finally:
         gc.enable()
     assert report.events == 20
+    assert state(rebuilt) == expected
     assert during and not any(during)
     assert after is enabled_before
     rebuilt.close()
