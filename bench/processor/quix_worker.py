@@ -88,7 +88,7 @@ def main(spec_path: str, result_path: str) -> int:
         commit(self, *args, **kwargs)
         marks["last_commit"] = time.monotonic()
 
-    Checkpoint.commit = timed_commit  # type: ignore[method-assign]
+    Checkpoint.commit = timed_commit
 
     recover = RecoveryPartition.recover_from_changelog_message
 
@@ -96,7 +96,7 @@ def main(spec_path: str, result_path: str) -> int:
         counters["restored"] += 1
         recover(self, *args, **kwargs)
 
-    RecoveryPartition.recover_from_changelog_message = counted_recover  # type: ignore[method-assign]
+    RecoveryPartition.recover_from_changelog_message = counted_recover
 
     do_recovery = RecoveryManager.do_recovery
 
@@ -109,7 +109,7 @@ def main(spec_path: str, result_path: str) -> int:
         if spec["mode"] == "restore" and app is not None:
             app.stop()
 
-    RecoveryManager.do_recovery = timed_recovery  # type: ignore[method-assign]
+    RecoveryManager.do_recovery = timed_recovery
 
     def counted(payment: Any, state: Any) -> None:
         if "first" not in marks:

@@ -25,8 +25,12 @@ pytestmark = pytest.mark.integration
 
 
 def _round(rng: random.Random) -> list[tuple[Any, ...]]:
-    title = lambda: rng.choice(["Dune", "Heat", "Zodiac", None])  # noqa: E731
-    value = lambda: rng.choice([Decimal("9.50"), Decimal("12.00"), None])  # noqa: E731
+    def title() -> str | None:
+        return rng.choice(["Dune", "Heat", "Zodiac", None])
+
+    def value() -> Decimal | None:
+        return rng.choice([Decimal("9.50"), Decimal("12.00"), None])
+
     ops: list[tuple[Any, ...]] = []
     for _ in range(rng.randint(1, 6)):
         row = {"title": title(), "region": "eu", "total_ticket_value": value(), "seats": 1,

@@ -10,7 +10,8 @@ from typing import Any
 import duckdb
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +38,9 @@ def _produce(
         msg = consumer.poll(10)
         assert msg is not None, f"only {len(got)} of {count} records came back"
         assert msg.error() is None
-        got.append((msg.partition(), msg.key(), msg.value()))
+        partition, got_key, got_value = msg.partition(), msg.key(), msg.value()
+        assert partition is not None and got_key is not None and got_value is not None
+        got.append((partition, got_key, got_value))
     consumer.close()
     assert sorted((k, v) for _, k, v in got) == sorted(sent)
     return got

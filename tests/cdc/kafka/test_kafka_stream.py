@@ -8,7 +8,7 @@ import pytest
 
 from cdc.streams.kafka_stream import KafkaEventStream, KafkaStreamError
 from cdc.streams.kafka_writer import KafkaTransactionError
-from cdc.streams.protocol import TopicPartition
+from cdc.streams.protocol import StreamRecord, TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def test_consumed_positions_commit_with_the_transaction(
     feeder.close()
 
     reader = stream.reader({TopicPartition(source, 0): 0}, group=group)
-    got = []
+    got: list[StreamRecord] = []
     while len(got) < 5:
         got += reader.poll(100, 5.0)
     writer = stream.writer(unique_name("processor"))

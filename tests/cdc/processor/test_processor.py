@@ -50,10 +50,10 @@ def stream(tmp_path: Path) -> Iterator[LocalLog]:
     log.close()
 
 
-def make_processor(stream: EventStream, store_url: str, **overrides: object) -> EventProcessor:
+def make_processor(stream: EventStream, store_url: str) -> EventProcessor:
     config = ProcessorConfig(
-        "payments", ("payments-in",), store_url=store_url, commit_max_events=50, **overrides
-    )  # type: ignore[arg-type]
+        "payments", ("payments-in",), store_url=store_url, commit_max_events=50
+    )
     return EventProcessor(config, stream, [PAYMENTS_PER_CUSTOMER], count_payment)
 
 

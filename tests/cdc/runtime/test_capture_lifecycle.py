@@ -43,6 +43,7 @@ def test_capture_without_schemas_resumes_after_restart_without_a_new_snapshot(
     assert [v and v["op"] for v in values] == ["r"] * 5 + ["c"] * 3 + ["u", "d", None]
     assert all("schema" not in v for v in values if v)
     assert json.loads(records[0].key or b"") == {"id": 1}
+    assert values[8] is not None and values[9] is not None
     assert decimal_value(values[8]["after"]["price"]) == Decimal("0.01")
     assert values[9]["before"]["id"] == 3
 

@@ -92,7 +92,7 @@ def captured(
         workload = Workload(conn, seed=20240611)
         workload.create_schema()
         workload.seed_rows(accounts=12, entries=30)
-        snapshot_keys = {
+        snapshot_keys: dict[str, set[tuple[Any, ...]]] = {
             ACCOUNTS: {(k,) for k in workload.accounts},
             ENTRIES: set(workload.entries),
         }
@@ -276,8 +276,9 @@ def test_the_event_parser_reads_every_captured_record(captured: Captured) -> Non
     kinds: Counter[str] = Counter()
     for topic, records in captured.records.items():
         for r in records:
-            where = {"topic": topic, "partition": r.partition, "offset": r.offset}
-            parsed = parse_value(r.value, key=r.key, **where)
+            parsed = parse_value(
+                r.value, key=r.key, topic=topic, partition=r.partition, offset=r.offset
+            )
             if isinstance(parsed, ChangeEvent):
                 kinds[parsed.op.value] += 1
                 if parsed.op.value in "cur":

@@ -26,7 +26,7 @@ from replay.decode_fallback import decode_python
 from replay.decode_schema import TopicSchema
 from replay.local_log_source import local_log_records
 from replay.plan import PartitionRange
-from replay.spark import DataFrame, F, spark_session
+from replay.spark import DataFrame, F, SparkSession, spark_session
 
 _COLUMNS = [
     {"type": "int64", "optional": False, "field": "id"},
@@ -83,7 +83,7 @@ def _value(id_: Any, seq: Any, deleted: Any) -> Any:
     ).cast("binary")  # fmt: skip
 
 
-def synthetic_records(spark: Any, events: int, keys: int, partitions: int) -> DataFrame:
+def synthetic_records(spark: SparkSession, events: int, keys: int, partitions: int) -> DataFrame:
     """``events`` change records over ``keys`` keys; every 50th key ends deleted + tombstone."""
     seq = F.col("id")
     id_ = seq % keys
