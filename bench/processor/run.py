@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.processor.report import summarize, table
 from bench.processor.workload import Reference, compare, payment_events, reference_state
 from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.registry import open_stream
@@ -35,7 +35,9 @@ QUIX_VENV = ROOT / ".venv-bench-quix"
 QUIX_VERSION = "3.28.1"
 TOPIC = "payments-in"
 PARTITIONS = 4
-SYSTEMS = ("ours-schemas", "ours-schemaless", "quix")
+SYSTEMS = ("ours-schemas", "ours-schemaless", "quix", "floor-bare", "floor-debezium")
+FLOORS = ("floor-bare", "floor-debezium")
+"""Bare loops with no framework (``floor_worker``): throughput only, no restore."""
 BASELINES = ("base-schemas", "base-schemaless")
 """Our processor from another source tree (``--baseline-tree``): before/after in one run."""
 
@@ -121,6 +123,7 @@ class Bench:
             "mode": mode,
             "bootstrap": self.bootstrap,
             "topic": TOPIC,
+            "partitions": PARTITIONS,
             "events": self.args.events,
             "commit_max_events": self.args.commit_events,
             "commit_interval_s": self.args.commit_interval,
@@ -129,6 +132,7 @@ class Bench:
             "store_dir": str(state_dir),
             "state_dir": str(state_dir),
             "schemas_enable": system.endswith("-schemas"),
+            "level": system.removeprefix("floor-"),
         }
 
     def measure(self, system: str, rep: int, mode: str) -> dict[str, Any]:
@@ -141,6 +145,8 @@ class Bench:
         cwd = ROOT
         if system == "quix":
             cmd = [str(self.quix), str(Path(__file__).with_name("quix_worker.py"))]
+        elif system in FLOORS:
+            cmd = [sys.executable, "-m", "bench.processor.floor_worker"]
         else:
             cmd = [sys.executable, "-m", "bench.processor.ours_worker"]
             if system.startswith("base-"):
@@ -164,69 +170,6 @@ class Bench:
             flush=True,
         )
         return result
-
-
-def median_of(runs: list[dict[str, Any]], field: str) -> float:
-    return float(statistics.median(r[field] for r in runs))
-
-
-def summarize(results: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for system, modes in results.items():
-        out[system] = {
-            mode: {
-                "events_per_s": median_of(runs, "events_per_s"),
-                "events_per_cpu_s": median_of(runs, "events_per_cpu_s"),
-                "seconds": median_of(runs, "seconds"),
-                "events": median_of(runs, "events"),
-                "peak_rss_mb": median_of(runs, "peak_rss_mb"),
-                "all_states_ok": all(r["state_ok"] for r in runs),
-                "runs": len(runs),
-            }
-            for mode, runs in modes.items()
-        }
-    quix = out["quix"]
-    for system in out:
-        if system != "quix":
-            out[system]["ratio"] = {
-                f"{mode}{per}": out[system][mode][f"events_per{per}_s"]
-                / quix[mode][f"events_per{per}_s"]
-                for mode in ("process", "restore")
-                for per in ("", "_cpu")
-            }
-    return out
-
-
-def table(summary: dict[str, Any], meta: dict[str, Any]) -> str:
-    lines = [
-        f"Input: {meta['events']:,} payments over {meta['customers']:,} customers, "
-        f"{PARTITIONS} partitions; commit every {meta['commit_events']} events or "
-        f"{meta['commit_interval_s']} s (both systems); median of {meta['repeat']}.",
-        f"Machine: {meta['machine']['nproc']} cores, {meta['machine']['cpu']}.",
-        "",
-        "| system | throughput ev/s | restore ev/s | restored records | restore s "
-        "| ev per CPU-s (thr / restore) | peak RSS MB (thr / restore) | state = reference "
-        "| ours / quix: thr | restore | thr per CPU-s | restore per CPU-s |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
-    ]
-    for system, s in summary.items():
-        p, r = s["process"], s["restore"]
-        ratio = s.get("ratio")
-        ratios = (
-            " | ".join(
-                f"{ratio[k]:.2f}x" for k in ("process", "restore", "process_cpu", "restore_cpu")
-            )
-            if ratio
-            else "1 | 1 | 1 | 1"
-        )
-        ok = "yes" if p["all_states_ok"] and r["all_states_ok"] else "**NO**"
-        lines.append(
-            f"| {system} | {p['events_per_s']:,.0f} | {r['events_per_s']:,.0f} "
-            f"| {r['events']:,.0f} | {r['seconds']:.2f} "
-            f"| {p['events_per_cpu_s']:,.0f} / {r['events_per_cpu_s']:,.0f} "
-            f"| {p['peak_rss_mb']:.0f} / {r['peak_rss_mb']:.0f} | {ok} | {ratios} |"
-        )
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             turn = rep % len(args.systems)  # rotate who goes first
             order = args.systems[turn:] + args.systems[:turn]
             for system in order:
-                for mode in ("process", "restore"):
+                for mode in ("process",) if system in FLOORS else ("process", "restore"):
                     results[system][mode].append(bench.measure(system, rep, mode))
     finally:
         broker.stop()
