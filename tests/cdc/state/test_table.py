@@ -62,7 +62,13 @@ def same(a: Any, b: Any) -> bool:
     if isinstance(a, float) and a != a:
         return isinstance(b, float) and b != b
     if isinstance(a, datetime):
-        return bool(a == b) and a.utcoffset() == b.utcoffset()
+        # Wall time and offset, not ``==``: PEP 495 makes an aware datetime at an ambiguous
+        # local time (a zone's DST end) unequal to every datetime of another tzinfo.
+        return (
+            isinstance(b, datetime)
+            and a.utcoffset() == b.utcoffset()
+            and a.replace(tzinfo=None) == b.replace(tzinfo=None)
+        )
     return bool(a == b) and type(a) is type(b)
 
 
