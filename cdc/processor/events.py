@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from cdc import json_bytes
 from cdc.connector import OutRecord
@@ -16,9 +15,9 @@ class RejectEvent(Exception):
     """Raised by a decoder or handler: send this input event to the dead-letter topic."""
 
 
-@dataclass(frozen=True, slots=True)
-class InputEvent:
-    """One input record, its key and value decoded (JSON by default, numbers as Decimal)."""
+class InputEvent(NamedTuple):
+    """One input record, its key and value decoded (JSON by default, numbers as Decimal); a
+    named tuple, as one is made per record."""
 
     topic: str
     partition: int

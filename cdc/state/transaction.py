@@ -49,31 +49,44 @@ class TableHandle(TableView):
     __slots__ = ("_tx",)
 
     def __init__(self, table: StateTable, tx: StateTransaction) -> None:
-        super().__init__(table, tx._reader)
+        self.table = table  # no reader of its own: reads go through the transaction
         self._tx = tx
 
     def get(self, key: object) -> Row | None:
         """The row with primary key ``key`` (a dict, a tuple or a bare value), or None."""
-        self._check_open()
-        table = self.table
-        encoded = table.encode_key(key)
-        found, data = self._tx._layer.lookup(table.name, encoded)
-        if found:  # the transaction's own write
+        tx, table = self._tx, self.table
+        if tx.state is not _OPEN:
+            tx._check_open()
+        name, encoded = table.name, table.encode_key(key)
+        layer = tx._layer
+        rows = layer.writes.get(name)
+        if rows is not None and encoded in rows:  # the transaction's own write
+            data = rows[encoded]
             return None if data is None else table.decode_row(data)
-        data = self._tx._reader.committed_get(table.name, encoded)
+        if name in layer.truncated:
+            return None
+        data = tx.committed_get(name, encoded)
         if data is None:
             return None
         row = table.decode_row(data)
         if not table.mutable_values:  # kept as the before image the commit captures
-            self._tx._before[table.name, encoded] = row
+            tx._before[name, encoded] = row
             return dict(row)
         return row
 
+    def scan(self) -> Iterator[Row]:
+        """Every row in primary-key order, as of this call (the transaction's writes seen)."""
+        self._tx._check_open()
+        decode = self.table.decode_row
+        return (decode(data) for _, data in self._tx.reader.scan(self.table.name))
+
     def put(self, row: Mapping[str, Any]) -> None:
         """Insert or replace ``row`` (its primary-key columns say which row)."""
-        self._check_open()
+        tx = self._tx
+        if tx.state is not _OPEN:
+            tx._check_open()
         key, data, checked = self.table.check_and_encode(row)
-        self._tx._write(self.table.name, key, data, checked)
+        tx._write(self.table.name, key, data, checked)
 
     def delete(self, key: object) -> None:
         """Delete the row with primary key ``key`` (nothing happens if there is none)."""
@@ -89,38 +102,16 @@ class TableHandle(TableView):
         self._tx._check_open()
 
 
-class _TransactionReader(LayeredReader):
-    """A transaction's reads: its own writes over the committed state. It remembers what it
-    read of the committed state (which cannot change while the transaction is open: applying
-    moves pending writes into the store, the same rows), so capturing the changes at commit
-    does not look the keys up again."""
-
-    __slots__ = ("_below", "_seen", "_top")
-
-    def __init__(self, committed: LayeredReader, top: WriteLayer) -> None:
-        super().__init__(committed.store, [*committed.layers, top])
-        self._below, self._top = committed, top
-        self._seen: dict[tuple[str, bytes], bytes | None] = {}
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        found, value = self._top.lookup(table, key)
-        return value if found else self.committed_get(table, key)
-
-    def committed_get(self, table: str, key: bytes) -> bytes | None:
-        """The committed row at ``key`` (the transaction's own writes not seen)."""
-        where = (table, key)
-        if where in self._seen:
-            return self._seen[where]
-        value = self._seen[where] = self._below.get(table, key)
-        return value
-
-
 class TxState(Enum):
     """Where a transaction is in its life."""
 
     OPEN = "open"
     COMMITTED = "committed"
     ABORTED = "aborted"
+
+
+_OPEN = TxState.OPEN
+_NONE_TRUNCATED: frozenset[str] = frozenset()
 
 
 class StateTransaction:
@@ -141,14 +132,36 @@ class StateTransaction:
         self._tables = tables
         self._on_end = on_end
         self._layer = WriteLayer()
-        self._reader = _TransactionReader(committed, self._layer)
-        self.state = TxState.OPEN
+        self._committed = committed
+        self._reader: LayeredReader | None = None
+        self._seen: dict[tuple[str, bytes], bytes | None] = {}
+        """What the transaction read of the committed state (which cannot change while it is
+        open: applying moves pending writes into the store, the same rows), so capturing the
+        changes at commit does not look the keys up again."""
+        self.state = _OPEN
         self.changes: list[CapturedChange] = []
         self._preview: list[CapturedChange] | None = None
         self._before: dict[tuple[str, bytes], Row] = {}
         """Committed rows read, decoded (their ``before`` images, not decoded again)."""
         self._after: dict[tuple[str, bytes], Row | None] = {}
         """The checked row of each key written (the ``after`` image that was encoded)."""
+
+    @property
+    def reader(self) -> LayeredReader:
+        """Reads through the transaction's writes onto the committed state (for scans)."""
+        if self._reader is None:
+            committed = self._committed
+            self._reader = LayeredReader(committed.store, [*committed.layers, self._layer])
+        return self._reader
+
+    def committed_get(self, table: str, key: bytes) -> bytes | None:
+        """The committed row at ``key`` (the transaction's own writes not seen)."""
+        where = (table, key)
+        seen = self._seen
+        if where in seen:
+            return seen[where]
+        value = seen[where] = self._committed.get(table, key)
+        return value
 
     def table(self, table: StateTable | str) -> TableHandle:
         """The handle to read and write ``table`` in this transaction."""
@@ -167,7 +180,8 @@ class StateTransaction:
     @property
     def truncated(self) -> frozenset[str]:
         """The tables this transaction cleared (before its writes)."""
-        return self._layer.truncated_tables()
+        truncated = self._layer.truncated
+        return frozenset(truncated) if truncated else _NONE_TRUNCATED
 
     def preview(self) -> list[CapturedChange]:
         """The changes ``commit`` would return now, without ending the transaction."""
@@ -215,7 +229,7 @@ class StateTransaction:
             table = self._tables[name]
             cleared = name in layer.truncated
             for key, after in rows.items():
-                before = None if cleared else self._reader.committed_get(name, key)
+                before = None if cleared else self.committed_get(name, key)
                 if before == after:  # no-op: a put then delete of a new key, or the same row
                     continue
                 before_row = None if before is None else self._before.get((name, key))
@@ -233,5 +247,5 @@ class StateTransaction:
         return changes
 
     def _check_open(self) -> None:
-        if self.state is not TxState.OPEN:
+        if self.state is not _OPEN:
             raise StateTransactionError(f"the state transaction is {self.state.value}")
