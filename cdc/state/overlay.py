@@ -12,6 +12,8 @@ from types import MappingProxyType
 
 from cdc.state.protocol import StateStore, TableWrites
 
+_NONE_CLEARED: frozenset[str] = frozenset()  # shared: most layers clear nothing
+
 
 class WriteLayer:
     """Encoded writes per table (None deletes) and the tables cleared before them, in order."""
@@ -61,7 +63,7 @@ class WriteLayer:
 
     def truncated_tables(self) -> frozenset[str]:
         """The cleared tables, as ``StateStore.apply`` takes them."""
-        return frozenset(self.truncated)
+        return frozenset(self.truncated) if self.truncated else _NONE_CLEARED
 
 
 class LayeredReader:

@@ -30,14 +30,17 @@ class TableView:
     def get(self, key: object) -> Row | None:
         """The row with primary key ``key`` (a dict, a tuple or a bare value), or None."""
         self._check_open()
-        data = self._reader.get(self.table.name, self.table.encode_key(key))
+        data = self._layers().get(self.table.name, self.table.encode_key(key))
         return None if data is None else self.table.decode_row(data)
 
     def scan(self) -> Iterator[Row]:
         """Every row in primary-key order, as of this call."""
         self._check_open()
         decode = self.table.decode_row
-        return (decode(data) for _, data in self._reader.scan(self.table.name))
+        return (decode(data) for _, data in self._layers().scan(self.table.name))
+
+    def _layers(self) -> LayeredReader:
+        return self._reader
 
     def _check_open(self) -> None:
         pass
@@ -49,7 +52,9 @@ class TableHandle(TableView):
     __slots__ = ("_tx",)
 
     def __init__(self, table: StateTable, tx: StateTransaction) -> None:
-        self.table = table  # no reader of its own: reads go through the transaction
+        # No reader of its own (``_layers`` is the transaction's, made on the first scan):
+        # building one per handle cost more than the per-event get it would serve.
+        self.table = table
         self._tx = tx
 
     def get(self, key: object) -> Row | None:
@@ -58,7 +63,7 @@ class TableHandle(TableView):
         if tx.state is not _OPEN:
             tx._check_open()
         name, encoded = table.name, table.encode_key(key)
-        layer = tx._layer
+        layer = tx._layer  # WriteLayer.lookup inlined: this is the processor's per-event read
         rows = layer.writes.get(name)
         if rows is not None and encoded in rows:  # the transaction's own write
             data = rows[encoded]
@@ -73,12 +78,6 @@ class TableHandle(TableView):
             tx._before[name, encoded] = row
             return dict(row)
         return row
-
-    def scan(self) -> Iterator[Row]:
-        """Every row in primary-key order, as of this call (the transaction's writes seen)."""
-        self._tx._check_open()
-        decode = self.table.decode_row
-        return (decode(data) for _, data in self._tx.reader.scan(self.table.name))
 
     def put(self, row: Mapping[str, Any]) -> None:
         """Insert or replace ``row`` (its primary-key columns say which row)."""
@@ -98,6 +97,9 @@ class TableHandle(TableView):
         self._check_open()
         self._tx._write(self.table.name, None, None)
 
+    def _layers(self) -> LayeredReader:
+        return self._tx.reader
+
     def _check_open(self) -> None:
         self._tx._check_open()
 
@@ -111,7 +113,6 @@ class TxState(Enum):
 
 
 _OPEN = TxState.OPEN
-_NONE_TRUNCATED: frozenset[str] = frozenset()
 
 
 class StateTransaction:
@@ -180,8 +181,7 @@ class StateTransaction:
     @property
     def truncated(self) -> frozenset[str]:
         """The tables this transaction cleared (before its writes)."""
-        truncated = self._layer.truncated
-        return frozenset(truncated) if truncated else _NONE_TRUNCATED
+        return self._layer.truncated_tables()
 
     def preview(self) -> list[CapturedChange]:
         """The changes ``commit`` would return now, without ending the transaction."""
