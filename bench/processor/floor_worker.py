@@ -72,7 +72,7 @@ class DebeziumFloor:
         self.db = Rdict(tempfile.mkdtemp(dir=spec["state_dir"]))
         self.pending: dict[bytes, bytes] = {}
         connector = ChangelogConnector(spec["group"], [self.table], partitions=spec["partitions"])
-        self.source_of = connector._source_of  # the processor's way: a copied template
+        self.source = connector.source
         self.writer = connector._writers[self.table.name]
         self.txn = TransactionCounter(spec["group"], 1)
 
@@ -87,8 +87,8 @@ class DebeziumFloor:
             "total_amount": (before["total_amount"] if before else Decimal("0.00")) + amount,
         }
         _, self.pending[key], after = self.table.check_and_encode(row)
-        source = self.source_of(self.table.name, at, self.txn, False)
-        source["ts_ms"] = ts = int(time.time() * 1000)
+        ts = int(time.time() * 1000)
+        source = self.source(self.table.name, at, self.txn, ts, False)
         value = self.writer.value_of(
             Op.UPDATE if before else Op.CREATE, before, after, source,
             ts_ms=ts, transaction=self.txn.next(CHANGELOG),

@@ -79,12 +79,12 @@ def _pass(steps: int, inputs: list[bytes], db: Rdict, schemas: bool) -> float:
             sink[0] = data
             continue
         origin = InputOrigin("payments", 0, offset, offset + 1)
-        source = connector._source_of(table.name, origin, txn, False)  # the processor's way
+        ts = int(time.time() * 1000)
+        source = connector.source(table.name, origin, txn, ts, False)
         transaction = txn.next("changelog")
         if steps < 6:
             sink[0] = source, transaction
             continue
-        ts = int(time.time() * 1000)
         sink[0] = writer.value_of(
             Op.UPDATE, before, after, source, ts_ms=ts, transaction=transaction
         )

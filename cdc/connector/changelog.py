@@ -88,44 +88,39 @@ class ChangelogConnector:
         self._templates_txn: TransactionCounter | None = None
         self.truncate_key = b'{"schema":null,"payload":null}' if schemas_enable else b"null"
 
-    def source(self, table: str, origin: InputOrigin, txn_id: str, seq: int) -> dict[str, object]:
-        """The ``ReplicatorSource`` fields of the changes of one input record (all of
-        ``SOURCE_NAMES``, in that order)."""
-        return {
-            "version": PRODUCT_VERSION,
-            "connector": "replicator",
-            "name": self.processor_id,
-            "ts_ms": int(time.time() * 1000),
-            "ts_us": None,
-            "ts_ns": None,
-            "snapshot": "false",
-            "db": self.processor_id,
-            "sequence": None,
-            "table": table,
-            "processor_id": self.processor_id,
-            "input_topic": origin.topic,
-            "input_partition": origin.partition,
-            "input_offset_start": origin.start,
-            "input_offset_end": origin.end,
-            "transaction_id": txn_id,
-            "commit_seq": seq,
-        }
-
-    def _source_of(
-        self, table: str, origin: InputOrigin, txn: TransactionCounter, snapshot: bool
+    def source(
+        self, table: str, origin: InputOrigin, txn: TransactionCounter, ts_ms: int, snapshot: bool
     ) -> dict[str, object]:
-        """``source(...)`` (with ``snapshot``) as a copy of the block of the same table, input
-        topic and transaction, its input positions set: building 17 fields per event cost more
-        than the rest of the source block."""
+        """The ``ReplicatorSource`` fields of the changes of one input record (all of
+        ``SOURCE_NAMES``, in that order): a copy of the block of the same table, input topic and
+        transaction, its time and input positions set, as building 17 fields per event cost
+        more than the rest of the change event's envelope."""
         if self._templates_txn is not txn:
             self._templates, self._templates_txn = {}, txn
         where = (table, origin.topic, snapshot)
         template = self._templates.get(where)
         if template is None:
-            template = self._templates[where] = self.source(table, origin, txn.txn_id, txn.seq)
-            if snapshot:
-                template["snapshot"] = "true"
+            template = self._templates[where] = {
+                "version": PRODUCT_VERSION,
+                "connector": "replicator",
+                "name": self.processor_id,
+                "ts_ms": None,
+                "ts_us": None,
+                "ts_ns": None,
+                "snapshot": "true" if snapshot else "false",
+                "db": self.processor_id,
+                "sequence": None,
+                "table": table,
+                "processor_id": self.processor_id,
+                "input_topic": origin.topic,
+                "input_partition": None,
+                "input_offset_start": None,
+                "input_offset_end": None,
+                "transaction_id": txn.txn_id,
+                "commit_seq": txn.seq,
+            }
         source = template.copy()
+        source["ts_ms"] = ts_ms
         source["input_partition"] = origin.partition
         source["input_offset_start"] = origin.start
         source["input_offset_end"] = origin.end
@@ -152,8 +147,7 @@ class ChangelogConnector:
             writer, topic = self._writers[name], self.topics[name]
             source = sources.get(name)
             if source is None:
-                source = sources[name] = self._source_of(name, origin, txn, snapshot)
-                source["ts_ms"] = ts
+                source = sources[name] = self.source(name, origin, txn, ts, snapshot)
             if change.kind is ChangeKind.TRUNCATE:
                 for partition in range(self.partitions):
                     value = writer.value_of(
