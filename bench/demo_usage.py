@@ -24,7 +24,7 @@ def main() -> int:
     args, demo_args = parser.parse_known_args()
     log = Path(args.out + ".log")
     load_before = os.getloadavg()
-    cmd = [sys.executable, "-m", "replay.cli", "demo", "--out", args.out, *demo_args]
+    cmd = [sys.executable, "-m", "replay.cli.main", "demo", "--out", args.out, *demo_args]
     usage = run_monitored(cmd, log=log)
     result = {
         "command": " ".join(cmd[2:]),

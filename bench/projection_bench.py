@@ -118,11 +118,11 @@ def main() -> None:
     if args.batch * args.batches >= args.events:
         parser.error("--batch x --batches must be below --events (the rest is the history)")
 
-    from replay.engine import ReplayEngine, ReplayJob
-    from replay.projection_engine import ProjectionEngine, ProjectionJob
-    from replay.projection_versions import ProjectionVersions
+    from replay.projection.engine import ProjectionEngine, ProjectionJob
+    from replay.projection.versions import ProjectionVersions
     from replay.sinks.registry import open_sink
     from replay.spark import spark_session
+    from replay.tables.engine import ReplayEngine, ReplayJob
 
     work = Path(args.work).resolve()
     shutil.rmtree(work, ignore_errors=True)

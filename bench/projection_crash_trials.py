@@ -4,7 +4,7 @@ Each trial maintains a SQL projection (COUNT, SUM, MIN, MAX per group, with a WH
 processor changelog (updates, deletes, truncates) into a fresh DuckDB or Delta sink in a worker
 process, SIGKILLs it at a seeded random moment (1-3 times), checks that the projection equals the
 plain-Python reference at its ledger's newest positions, resumes, and checks the result against
-the reference of the whole input (``tests/replay/projection_crash_trials.py``). Trials alternate
+the reference of the whole input (``tests/replay/projection/crash_trials.py``). Trials alternate
 between the sinks (and streams); a failed trial is reported with its seed and the run goes on.
 Exit status 1 if any trial failed.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from cdc.runtime.broker import LocalKafkaBroker
 from replay.spark import spark_session
 from tests.replay.crash_workers import TrialResult
-from tests.replay.projection_crash_trials import ProjectionWorkerPool, layout_of, run_trial
-from tests.replay.replay_crash_trials import build_changelog, input_events
+from tests.replay.projection.crash_trials import ProjectionWorkerPool, layout_of, run_trial
+from tests.replay.tables.crash_trials import build_changelog, input_events
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,7 @@
 Each trial replays a processor changelog (updates, deletes, truncates) into a fresh DuckDB or
 Delta table in a worker process, SIGKILLs it at a seeded random moment (1-3 times), checks that
 the table holds exactly the reference at its ledger's newest positions, resumes, and checks the
-result against an uninterrupted run and the reference (``tests/replay/replay_crash_trials.py``).
+result against an uninterrupted run and the reference (``tests/replay/tables/crash_trials.py``).
 Trials alternate between the sinks (and streams); a failed trial is reported with its seed and
 the run goes on. Exit status 1 if any trial failed.
 
@@ -25,7 +25,7 @@ from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
 from replay.spark import spark_session
 from tests.replay.crash_workers import TrialResult
-from tests.replay.replay_crash_trials import (
+from tests.replay.tables.crash_trials import (
     ReplayWorkerPool,
     build_changelog,
     fold,
@@ -33,7 +33,7 @@ from tests.replay.replay_crash_trials import (
     rows_of,
     run_trial,
 )
-from tests.replay.replay_crash_worker import ReplayLayout, replay_to_end
+from tests.replay.tables.crash_worker import ReplayLayout, replay_to_end
 
 
 def main(argv: list[str]) -> int:

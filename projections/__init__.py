@@ -19,8 +19,8 @@ from projections.python_fold import (
     PythonProjectionExecutor,
     fold_changes,
 )
-from projections.scd_executor import ScdDelta, ScdExecutor, scd_reference
-from projections.scd_spec import END_AT, START_AT, ScdChange, ScdSpec, scd_changes
+from projections.scd.executor import ScdDelta, ScdExecutor, scd_reference
+from projections.scd.spec import END_AT, START_AT, ScdChange, ScdSpec, scd_changes
 from projections.signed_rows import (
     SIGN,
     SignedBatch,
@@ -28,8 +28,9 @@ from projections.signed_rows import (
     signed_rows_sql,
     snapshot_signed_sql,
 )
-from projections.sql_parse import Aggregate, GroupKey, OutputColumn, SqlProjection
-from projections.sql_plan import IncrementalPlan, RecomputePlan
+from projections.sql.parse import SqlProjection
+from projections.sql.plan import IncrementalPlan, RecomputePlan
+from projections.sql.query import Aggregate, GroupKey, OutputColumn, ParsedProjection
 
 __all__ = [
     "END_AT",
@@ -42,6 +43,7 @@ __all__ = [
     "GroupKey",
     "IncrementalPlan",
     "OutputColumn",
+    "ParsedProjection",
     "ProjectionError",
     "ProjectionNotIncrementalError",
     "ProjectionVersion",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from projections.errors import ProjectionError
-from projections.sql_ast import DUCKDB, relation, render
+from projections.sql.syntax import DUCKDB, relation, render
 
 
 class VersionPlan(Protocol):

@@ -28,7 +28,7 @@ from projections.change_ops import (
     image,
     pick,
 )
-from projections.sql_ast import quote, relation
+from projections.sql.syntax import quote, relation
 
 SIGN = "__sign"
 """The sign column of signed rows: +1 for an added image, -1 for a retracted one."""

@@ -24,9 +24,9 @@ from typing import Any
 from bench.replay.changelog import TOPIC, declared_spec, produce
 from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.registry import open_stream
-from replay.engine import ReplayEngine, ReplayJob
 from replay.sinks.registry import open_sink
 from replay.spark import spark_session
+from replay.tables.engine import ReplayEngine, ReplayJob
 
 
 def _jobs(ui: str, app: str) -> list[dict[str, Any]]:

@@ -25,11 +25,11 @@ from typing import Any
 
 from bench.replay.changelog import TOPIC, declared_spec
 from cdc.streams.registry import open_stream
-from replay.bounds import Bound, BoundKind
-from replay.engine import ReplayEngine, ReplayJob
-from replay.plan import plan_replay
-from replay.sources import read_records
+from replay.reading.bounds import Bound, BoundKind
+from replay.reading.plan import plan_replay
+from replay.reading.sources import read_records
 from replay.spark import Column, DataFrame, F, SparkSession, spark_session
+from replay.tables.engine import ReplayEngine, ReplayJob
 
 
 def _table_check(frame: DataFrame) -> dict[str, int]:

@@ -16,8 +16,8 @@ import argparse
 from pathlib import Path
 
 from cdc.streams.registry import open_stream
-from replay.bounds import Bound, BoundKind, parse_bound
-from replay.engine import ReplayEngine, ReplayJob, target_table
+from replay.reading.bounds import Bound, BoundKind, parse_bound
+from replay.tables.engine import ReplayEngine, ReplayJob, target_table
 from replay.sinks.registry import open_sink, sink_url
 from replay.spark import spark_session
 

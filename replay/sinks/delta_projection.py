@@ -34,8 +34,7 @@ from typing import Any
 
 from cdc.streams.protocol import TopicPartition
 from projections import IncrementalPlan
-from projections.sql_ast import SPARK
-from replay.projection_sql import MirrorSql
+from projections.sql.syntax import SPARK
 from replay.sinks.delta_log import commit_versions, read_ledger
 from replay.sinks.delta_sink import (
     TXN_APP_ID,
@@ -46,6 +45,7 @@ from replay.sinks.delta_sink import (
 )
 from replay.sinks.ledger import encode_metadata, plan_positions
 from replay.sinks.protocol import OP, OP_DELETE, OP_UPSERT, TRUNCATED, LedgerEntry, Positions
+from replay.sinks.sql_projection import MirrorSql
 from replay.spark import DataFrame, F
 
 REGISTRY_DIR = "_replicator_projections"

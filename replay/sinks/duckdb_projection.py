@@ -18,13 +18,13 @@ from typing import Any
 
 from cdc.streams.protocol import TopicPartition
 from projections import IncrementalPlan
-from projections.sql_ast import DUCKDB
-from replay.projection_sql import MirrorSql
+from projections.sql.syntax import DUCKDB
 from replay.sinks.duckdb_sink import DuckDBSink, _literal
 from replay.sinks.duckdb_store import LEDGER, quote
 from replay.sinks.duckdb_types import restored_column
 from replay.sinks.ledger import now_ms, plan_positions
 from replay.sinks.protocol import OP, OP_UPSERT, TRUNCATED, LedgerEntry, Positions
+from replay.sinks.sql_projection import MirrorSql
 from replay.spark import DataFrame
 
 REGISTRY = "_replicator_projections"

@@ -16,7 +16,7 @@ from projections import (
     version_table,
 )
 from projections.change_ops import RowChange
-from tests.projections.sql_workload import SEED
+from tests.projections.sql.workload import SEED
 
 V2 = (
     "CREATE TABLE movie_tickets_sold AS SELECT title, COUNT(*) AS tickets_sold, "

@@ -10,7 +10,7 @@ from cdc.events import UNAVAILABLE
 from projections import SIGN, signed_rows, signed_rows_sql
 from projections.change_ops import RowChange
 from projections.signed_rows import snapshot_signed_sql
-from projections.sql_ast import render
+from projections.sql.syntax import render
 
 A, B = {"k": 1, "v": "a"}, {"k": 1, "v": "b"}
 

@@ -39,11 +39,11 @@ from cdc.runtime import pg_client
 from cdc.runtime.debezium_capture import CaptureOptions, DebeziumCapture
 from cdc.runtime.postgres import LocalPostgres
 from cdc.streams.kafka_stream import KafkaEventStream
-from replay.bounds import Bound, BoundKind
-from replay.engine import ReplayEngine, ReplayJob, target_table
+from replay.reading.bounds import Bound, BoundKind
 from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
 from replay.spark import F, T
+from replay.tables.engine import ReplayEngine, ReplayJob, target_table
 from replay.verify import verify_tables
 from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, KEY_COLUMNS, TABLES, Workload
 from tests.conftest import REPO_ROOT

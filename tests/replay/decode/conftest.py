@@ -14,7 +14,7 @@ from cdc.connector.changelog import ChangelogConnector, InputOrigin, Transaction
 from cdc.state.changes import CapturedChange, ChangeKind, Row
 from cdc.state.table import StateTable
 from cdc.streams.partitioner import partition_for
-from replay.sources import RAW_SCHEMA
+from replay.reading.sources import RAW_SCHEMA
 from tests.conftest import SHARED_FIXTURES
 
 PUBLISHED = SHARED_FIXTURES

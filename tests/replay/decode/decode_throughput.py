@@ -20,12 +20,12 @@ from typing import Any
 
 from cdc.streams.local import LocalLog
 from cdc.streams.protocol import TopicPartition
-from replay.compaction import latest_records, rebuild_table
-from replay.decode import decode_native
-from replay.decode_fallback import decode_python
-from replay.decode_schema import TopicSchema
-from replay.local_log_source import local_log_records
-from replay.plan import PartitionRange
+from replay.decode.changes import decode_native
+from replay.decode.compaction import latest_records, rebuild_table
+from replay.decode.fallback import decode_python
+from replay.decode.schema import TopicSchema
+from replay.reading.local_log import local_log_records
+from replay.reading.plan import PartitionRange
 from replay.spark import DataFrame, F, SparkSession, spark_session
 
 _COLUMNS = [

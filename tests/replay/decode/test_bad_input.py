@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from replay.decode import BAD_COLUMNS, decode_native
-from replay.decode_fallback import decode_python
-from replay.decode_schema import TopicSchema
+from replay.decode.changes import BAD_COLUMNS, decode_native
+from replay.decode.fallback import decode_python
+from replay.decode.schema import TopicSchema
 from tests.replay.decode.conftest import as_records, published, raw_frame
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from replay.compaction import TRUNCATE_KEYS
-from replay.decode import decode_native
-from replay.decode_batch import batch_changes, truncates_decoded
-from replay.decode_schema import TopicSchema
+from replay.decode.batch import batch_changes, truncates_decoded
+from replay.decode.changes import decode_native
+from replay.decode.compaction import TRUNCATE_KEYS
+from replay.decode.schema import TopicSchema
 from replay.sinks.protocol import OP, POS, TRUNCATED
 from tests.replay.decode.conftest import Changelog, account, as_records, published, raw_frame
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from cdc.connector.spec import table_spec
-from replay.decode import decode_native
-from replay.decode_fallback import decode_python
-from replay.decode_schema import TopicSchema
+from replay.decode.changes import decode_native
+from replay.decode.fallback import decode_python
+from replay.decode.schema import TopicSchema
 from replay.sinks.protocol import OP, POS
 from tests.replay.decode.conftest import (
     ACCOUNTS,

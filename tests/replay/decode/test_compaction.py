@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from cdc.state.changes import CapturedChange
-from replay import compaction
-from replay.compaction import (
+from replay.decode import compaction
+from replay.decode.compaction import (
     WINNER_BROADCAST_BYTES,
     broadcasts_winners,
     has_truncate_candidates,
@@ -19,8 +19,8 @@ from replay.compaction import (
     newest_offsets,
     rebuild_table,
 )
-from replay.decode_fallback import decode_python
-from replay.decode_schema import TopicSchema
+from replay.decode.fallback import decode_python
+from replay.decode.schema import TopicSchema
 from replay.spark import driver_heap_bytes
 from tests.replay.decode.conftest import ACCOUNTS, Changelog, account, comparable, raw_frame
 

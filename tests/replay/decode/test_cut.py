@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from cdc.state.changes import CapturedChange
-from replay.bounds import parse_bound
-from replay.decode import decode_native
-from replay.decode_cut import cut_at
-from replay.decode_schema import TopicSchema
+from replay.decode.changes import decode_native
+from replay.decode.cut import cut_at
+from replay.decode.schema import TopicSchema
+from replay.reading.bounds import parse_bound
 from tests.replay.decode.conftest import (
     ACCOUNTS,
     Changelog,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc.events.decimal_codec import decimal_from_bytes, decimal_to_bytes
-from replay.decode_decimal import (
+from replay.decode.decimals import (
     decimal_from_base64,
     decimal_type,
     unscaled_from_base64,

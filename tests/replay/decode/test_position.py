@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cdc.events.source import source_model
-from replay.decode_position import event_position
-from replay.decode_schema import SOURCE_TYPE
+from replay.decode.position import event_position
+from replay.decode.schema import SOURCE_TYPE
 from replay.spark import F, T
 
 pytestmark = pytest.mark.integration

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from cdc.events import ChangeEvent, parse_value
-from replay.decode import decode_native
-from replay.decode_fallback import change_values, decode_python
-from replay.decode_schema import TopicSchema
-from replay.decode_types import UnsupportedSchema
+from replay.decode.changes import decode_native
+from replay.decode.connect_types import UnsupportedSchema
+from replay.decode.fallback import change_values, decode_python
+from replay.decode.schema import TopicSchema
 from replay.sinks.protocol import OP, POS
 from replay.spark import T
 from tests.replay.decode.conftest import as_records, by_offset, json_equal, published, raw_frame

@@ -1,0 +1,134 @@
+"""The ``replicator`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from cdc.errors import SetupError
+from cdc.runtime import jars
+from cdc.runtime.broker import LocalKafkaBroker
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _cmd_jars(args: argparse.Namespace) -> int:
+    for component in jars.COMPONENTS:
+        if component == "spark-extras":
+            from replay.spark import spark_jars
+
+            found = spark_jars()
+        else:
+            found = jars.resolve(component)
+        print(f"{component}: {len(found)} jars in {found[0].parent if found else '-'}")
+    return 0
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    data_dir = Path(args.data_dir) if args.data_dir else jars.cache_dir() / "kafka"
+    broker = LocalKafkaBroker(data_dir, port=args.port, controller_port=args.controller_port)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    bootstrap = broker.start()
+    print(f"Kafka broker ready: bootstrap servers {bootstrap} (log: {broker.log_file})", flush=True)
+    print("Ctrl-C stops it.", flush=True)
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    return 0
+
+
+def _cmd_process(args: argparse.Namespace) -> int:
+    from replay.cli import process
+
+    return process.run(args)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from replay.demo.checks import DemoSettings
+    from replay.demo.run import run_demo
+
+    out = Path(args.out).resolve()
+    stream_url = (
+        f"kafka://{args.bootstrap_servers}" if args.bootstrap_servers else f"local://{out}/log"
+    )
+    settings = DemoSettings(
+        out_dir=out, stream_url=stream_url, payments=args.payments, customers=args.customers,
+        tickets=args.tickets, seed=args.seed, spark_master=args.master,
+    )  # fmt: skip
+    return run_demo(settings)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="replicator",
+        description="CDC-driven, event-sourced state replicator: state tables captured as "
+        "Debezium change events, replayed on Spark into DuckDB and Delta Lake exactly-once.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser(
+        "jars", help="resolve the JVM jars (Kafka broker, Spark Kafka source, Delta)"
+    )
+    p.set_defaults(handler=_cmd_jars)
+
+    p = sub.add_parser("broker", help="run a local single-node Kafka broker (KRaft) on 127.0.0.1")
+    p.add_argument("--port", type=int, default=9092, help="client port (0: a free port)")
+    p.add_argument("--controller-port", type=int, default=0, help="KRaft controller port")
+    p.add_argument("--data-dir", help="storage and logs (default: <cache>/kafka)")
+    p.set_defaults(handler=_cmd_broker)
+
+    p = sub.add_parser("demo", help="the seeds' scenario end to end, on embedded defaults")
+    p.add_argument("--out", default="demo-output", help="where the demo writes everything")
+    p.add_argument("--bootstrap-servers", help="use this Kafka instead of the embedded local log")
+    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--payments", type=int, default=100_000)
+    p.add_argument("--customers", type=int, default=10_000)
+    p.add_argument("--tickets", type=int, default=25_000)
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(handler=_cmd_demo)
+
+    from replay.cli import process
+    from replay.cli import replay as replay_cmd
+
+    p = sub.add_parser("replay", help="rebuild or catch up tables from change topics on Spark")
+    replay_cmd.add_replay_arguments(p)
+    p.set_defaults(handler=lambda a: replay_cmd.run_replay(a))
+
+    p = sub.add_parser("verify", help="compare two tables: counts, checksum, differing keys")
+    replay_cmd.add_verify_arguments(p)
+    p.set_defaults(handler=lambda a: replay_cmd.run_verify(a))
+
+    from replay.cli import project
+
+    p = sub.add_parser("project", help="maintain a SQL projection (read model) from a change topic")
+    project.add_arguments(p)
+    p.set_defaults(handler=lambda a: project.run(a))
+
+    p = sub.add_parser("process", help="run an example processor over a stream until idle")
+    process.add_arguments(p)
+    p.set_defaults(handler=_cmd_process)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``replicator`` console script."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except SetupError as exc:
+        print(f"replicator: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

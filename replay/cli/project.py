@@ -1,0 +1,119 @@
+"""``replicator project``: maintain a SQL projection from a change topic into DuckDB or Delta.
+
+The projection reads one source table; its topic is ``--topic``, or the one topic of the stream
+whose last dotted part names the table (``FROM movie_ticket_sales`` reads
+``demo.movie_ticket_sales``). The first run builds version 1 and serves it under the projection's
+name; later runs catch the served version up from its ledger; ``--rebuild`` builds the next
+version beside it, verifies and swaps; ``--rollback`` serves the previous version again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from projections import SqlProjection
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stream", required=True, help="kafka://host:port or local:///dir")
+    p.add_argument("--sink", required=True, help="duckdb:///path.duckdb or delta:///dir")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--sql", help="CREATE TABLE <name> AS SELECT ... (one statement)")
+    source.add_argument("--sql-file", help="a file holding the projection's SQL")
+    p.add_argument("--topic", help="the source table's change topic (default: found by name)")
+    p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
+    p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
+    p.add_argument(
+        "--rebuild", action="store_true", help="build the next version beside, verify, swap"
+    )
+    p.add_argument("--no-verify", action="store_true", help="swap a rebuild without verifying")
+    p.add_argument("--rollback", action="store_true", help="serve the previous version again")
+    p.add_argument("--batch-offsets", type=int, default=2_000_000)
+    p.add_argument("--master", help="Spark master (default local[*])")
+
+
+def source_topic(topics: list[str], table: str, chosen: str | None) -> str:
+    """The topic holding ``table``'s changes: ``chosen``, or the only one named after it."""
+    if chosen:
+        if chosen not in topics:
+            raise ValueError(f"topic {chosen!r} does not exist")
+        return chosen
+    found = [t for t in topics if t.rsplit(".", 1)[-1] == table]
+    if len(found) != 1:
+        named = ", ".join(found) if found else "none"
+        raise ValueError(f"table {table}: name its change topic with --topic (found: {named})")
+    return found[0]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build, catch up, rebuild or roll back one SQL projection; 2 (with the reason on stderr)
+    for a query it cannot maintain, a missing topic or column, or a topic it cannot plan."""
+    from replay.tables.engine import ReplayError
+
+    try:
+        return _run(args)
+    except (ValueError, ReplayError) as exc:  # ProjectionError and ChangeEventError among them
+        print(f"replicator project: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from cdc.streams.registry import open_stream
+    from replay.projection.engine import ProjectionEngine, ProjectionJob
+    from replay.projection.versions import ProjectionVersions
+    from replay.sinks.registry import open_sink
+    from replay.spark import spark_session
+
+    console = Console()
+    sql = args.sql if args.sql else Path(args.sql_file).read_text(encoding="utf-8")
+    projection = SqlProjection.parse(sql)
+    projection.check_incremental()
+    spark = spark_session(args.master)
+    stream, sink = open_stream(args.stream), open_sink(args.sink, spark)
+    try:
+        topic = source_topic(stream.topics(), projection.source_table, args.topic)
+        engine = ProjectionEngine(spark, stream, sink)
+        versions = ProjectionVersions(engine, projection.name)
+        job = ProjectionJob(projection, topic, batch_offsets=args.batch_offsets)
+        if args.rollback:
+            versions.rollback()
+            console.print(f"{projection.name}: serving version {versions.state().active}")
+            return 0
+        if args.rebuild:
+            report = versions.rebuild(job, verify=not args.no_verify)
+            if report.verified is not None:
+                console.print(report.verified.render())
+            verdict = "swapped in" if report.swapped else "NOT swapped"
+            console.print(f"{projection.name}: version {report.version} {verdict}")
+            if not report.swapped:
+                return 1
+        while True:
+            result = versions.serve(job)
+            _print(console, projection.name, result, engine.lag(job.at_version(_active(versions))))
+            if not args.follow:
+                return 0
+            time.sleep(args.poll)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        sink.close()
+        stream.close()
+
+
+def _active(versions: Any) -> int:
+    active = versions.state().active
+    return int(active) if active is not None else 1
+
+
+def _print(console: Console, name: str, result: Any, lag: dict[Any, int]) -> None:
+    lags = ", ".join(f"{tp.partition}:{n}" for tp, n in sorted(lag.items()))
+    console.print(
+        f"{name} ({result.table}): {result.mode}, offset span {result.span:,}, "
+        f"{len(result.entries)} commits, {result.seconds:.1f}s; lag per partition {lags}"
+    )

@@ -1,0 +1,171 @@
+"""Incremental batches: every record of a batch decoded, and the newest change of each key.
+
+``batch_changes`` gives the frame ``Sink.merge`` takes (see ``replay.sinks.protocol``): at most
+one change per primary key, the one with the highest ``__pos`` (``__op`` ``u`` or ``d``). A
+truncate in the batch clears the table at it: the changes it clears are dropped (in its
+partition those at or before it, in the others those before it in source order: see
+``compaction.after_truncates``), every row is marked ``__truncated``, and one ``t`` row
+(null columns) is added, which sinks apply as the truncate and drop. ``truncates`` gives the
+truncate offsets, for an engine that prefers to split the batch at them. Truncates are looked
+for among the records whose key is null or the changelog's truncate key (Debezium's and ours).
+
+A column the newest change could not read (``__unavailable``, unchanged TOAST) takes its value
+from the newest older change of the key in the batch that has it; columns no change of the batch
+has stay null and listed in ``__unavailable`` (the sink must keep the stored value for them;
+``sink_changes`` leaves that column out for sinks that do not know it).
+
+A caller that runs several jobs over one batch (the bad-record check, then the write) decodes it
+once: ``decode(records, schema)``, ``Decoded.all.persist()``, then ``batch_changes(...,
+decoded=...)``; ``truncates_decoded`` finds the batch's truncates from the same frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cdc.streams.protocol import TopicPartition
+from replay.decode.changes import (
+    KEY,
+    OFFSET,
+    PARTITION,
+    TOPIC,
+    UNAVAILABLE,
+    Decoded,
+    Decoder,
+    decode_native,
+)
+from replay.decode.compaction import (
+    TRUNCATE_POS,
+    TRUNCATES_SCHEMA,
+    Truncate,
+    after_known_truncates,
+    after_truncates,
+    is_truncate_candidate,
+    truncate_offsets,
+)
+from replay.decode.cut import cut_at
+from replay.decode.schema import TopicSchema
+from replay.reading.bounds import Bound
+from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
+from replay.spark import DataFrame, F
+
+
+@dataclass(frozen=True)
+class BatchChanges:
+    """``changes`` for ``Sink.merge`` (plus ``__unavailable``), the truncates seen (topic,
+    partition, ``__truncate_offset``) and the bad records (``decode.BAD_COLUMNS``)."""
+
+    changes: DataFrame
+    truncates: DataFrame
+    bad: DataFrame
+
+    def sink_changes(self, schema: TopicSchema) -> DataFrame:
+        """``changes`` without ``__unavailable``: the columns ``Sink.merge`` takes."""
+        return self.changes.select(*(c.name for c in schema.columns), OP, POS, TRUNCATED)
+
+
+def newest_filled(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
+    """Per primary key the change with the highest ``__pos``, unavailable columns filled from
+    the key's older changes (see the module doc)."""
+    keys = [F.col(name) for name in schema.primary_key] or [F.col(KEY)]
+    fillable = [c.name for c in schema.columns if c.codec.may_be_unavailable]
+    aggregates = [F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")]
+    for index, name in enumerate(fillable):
+        available = (F.col(OP) == OP_UPSERT) & ~F.array_contains(UNAVAILABLE, name)
+        at = F.when(available, F.col(POS))
+        aggregates += [F.max_by(name, at).alias(f"__fill{index}"), F.max(at).alias(f"__at{index}")]
+    grouped = decoded.groupBy(*keys).agg(*aggregates)
+    missing = F.col(f"newest.{UNAVAILABLE}")
+    filled = {
+        name: F.when(
+            F.array_contains(missing, name) & F.col(f"__at{i}").isNotNull(), F.col(f"__fill{i}")
+        ).otherwise(F.col(f"newest.{name}"))
+        for i, name in enumerate(fillable)
+    }
+    resolved = F.array_compact(
+        F.array(*(F.when(F.col(f"__at{i}").isNotNull(), F.lit(n)) for i, n in enumerate(fillable)))
+    )
+    columns = [filled.get(n, F.col(f"newest.{n}")).alias(n) for n in decoded.columns]
+    if fillable:
+        columns[decoded.columns.index(UNAVAILABLE)] = F.array_except(missing, resolved).alias(
+            UNAVAILABLE
+        )
+    return grouped.select(*columns)
+
+
+def batch_changes(
+    records: DataFrame,
+    schema: TopicSchema,
+    *,
+    decode: Decoder = decode_native,
+    cut: Bound | None = None,
+    straddling: Sequence[str] = (),
+    truncates: Sequence[Truncate] | None = None,
+    decoded: Decoded | None = None,
+) -> BatchChanges:
+    """The newest change per key of a batch of raw records, cut at ``cut`` (a source-position
+    bound) when given, without the transactions ``straddling`` names (see
+    ``cut.cut_at``) (see the module doc). ``truncates``: the batch's truncates, when
+    already found (``batches.find_truncates``; not with ``cut``): the batch then runs no job to
+    find them. ``decoded``: ``records`` already decoded (and persisted) by the caller."""
+    decoded = decoded or decode(records, schema, ())
+    if truncates is not None and cut is None:
+        return _with_known_truncates(decoded.good, decoded.bad, schema, truncates)
+    good = decoded.good if cut is None else cut_at(decoded.good, cut, straddling)
+    # Truncates are found among the few records that can be truncates, decoded on their own.
+    candidates = decode(records.where(is_truncate_candidate(F.col("key"))), schema, ()).good
+    if cut is not None:
+        candidates = cut_at(candidates, cut, straddling)
+    found = truncate_offsets(candidates)
+    kept = after_truncates(good.where(F.col(OP) != OP_TRUNCATE), found)
+    newest = newest_filled(kept, schema)
+    last = found.agg(F.max(TRUNCATE_POS).alias(POS))
+    flag = last.select(F.col(POS).isNotNull().alias(TRUNCATED))
+    names = [c.name for c in schema.columns]
+    changes = newest.crossJoin(flag).select(*names, OP, POS, TRUNCATED, UNAVAILABLE)
+    marker = last.where(F.col(POS).isNotNull()).select(
+        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
+        F.lit(OP_TRUNCATE).alias(OP),
+        POS,
+        F.lit(True).alias(TRUNCATED),
+        F.array().cast("array<string>").alias(UNAVAILABLE),
+    )
+    return BatchChanges(changes.unionByName(marker), found, decoded.bad)
+
+
+def truncates_decoded(decoded: Decoded) -> list[Truncate]:
+    """The truncates among a batch's decoded changes, as ``batches.find_truncates`` finds them
+    (records keyed as truncates only); one Spark job, which fills the cache of a persisted
+    ``decoded.all``."""
+    truncate = (F.col(OP) == OP_TRUNCATE) & is_truncate_candidate(F.col(KEY))
+    found = decoded.good.where(truncate).select(TOPIC, PARTITION, OFFSET, POS)
+    return sorted(
+        Truncate(r[POS], TopicPartition(r[TOPIC], r[PARTITION]), r[OFFSET]) for r in found.collect()
+    )
+
+
+def _with_known_truncates(
+    good: DataFrame, bad: DataFrame, schema: TopicSchema, truncates: Sequence[Truncate]
+) -> BatchChanges:
+    """``batch_changes`` with the batch's truncates given: literal filters, no joins."""
+    spark = good.sparkSession
+    kept = after_known_truncates(good.where(F.col(OP) != OP_TRUNCATE), truncates)
+    names = [c.name for c in schema.columns]
+    changes = newest_filled(kept, schema).select(
+        *names, OP, POS, F.lit(bool(truncates)).alias(TRUNCATED), UNAVAILABLE
+    )
+    last = {}
+    for t in sorted(truncates, key=lambda t: (t.offset, t.pos)):
+        last[t.tp] = (t.tp.topic, t.tp.partition, t.offset, t.pos)
+    found = spark.createDataFrame(list(last.values()), TRUNCATES_SCHEMA)
+    if not truncates:
+        return BatchChanges(changes, found, bad)
+    marker = spark.range(1).select(
+        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
+        F.lit(OP_TRUNCATE).alias(OP),
+        F.lit(max(t.pos for t in truncates)).alias(POS),
+        F.lit(True).alias(TRUNCATED),
+        F.array().cast("array<string>").alias(UNAVAILABLE),
+    )
+    return BatchChanges(changes.unionByName(marker), found, bad)

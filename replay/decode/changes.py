@@ -1,0 +1,124 @@
+"""Raw change records to typed change rows, decoded on the JVM with ``from_json``.
+
+``decode_native(records, schema)`` reads the RAW_SCHEMA columns of ``replay.reading.sources``
+and returns ``Decoded(good, bad)``. ``good`` holds one row per change event: the table's columns
+(decoded types, see ``connect_types``) and
+
+- ``__op``: ``u`` (c/u/r), ``d`` (delete: the ``before`` image, key columns filled from the
+  record key), or ``t`` (truncate: null columns); logical messages (``m``) are left out (the
+  record key is parsed, and checked, only where the image lacks a key column);
+- ``__pos``: the ordering text of ``position``;
+- ``__unavailable``: the columns whose value Debezium could not read (unchanged TOAST); their
+  value is null and must be taken from the row's previous image, never written as data;
+- ``__txn`` (source transaction id: ``transaction.id``, PostgreSQL's without its ``:<LSN>``
+  suffix; else PostgreSQL ``txId``, else MySQL ``gtid``), ``__source`` (the ``source`` struct),
+  ``__topic``, ``__partition``, ``__offset``, ``__key`` (record key bytes).
+
+``bad`` holds the records that are not valid JSON or not valid change events (topic, partition,
+offset, key, value, reason), for the engine's ``--on-error`` policy; the reason of a record that
+does not parse comes from the ``cdc.events`` parser (a record that parser reads but this one
+rejects, e.g. an Avro-JSON rendering, says so: decode that topic with ``decode_python``).
+Tombstones (null values, null payloads) are in neither. ``good`` and ``bad`` share one plan:
+persist ``Decoded.all`` to decode once for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cdc.errors import ChangeEventError
+from cdc.events.columns import TableSpec
+from cdc.events.reader import ChangeEventReader
+from replay.decode.connect_types import UnsupportedSchema
+from replay.decode.expressions import (
+    ERROR,
+    KEY,
+    OFFSET,
+    PARTITION,
+    SOURCE,
+    TOPIC,
+    TXN,
+    UNAVAILABLE,
+    VALUE,
+    decode_stages,
+)
+from replay.decode.schema import TopicSchema
+from replay.sinks.protocol import OP, POS
+from replay.spark import Column, DataFrame, F, T
+
+DECODED_META = (OP, POS, UNAVAILABLE, TXN, SOURCE, TOPIC, PARTITION, OFFSET, KEY)
+"""The meta columns of a decoded change frame, after the table's columns."""
+BAD_COLUMNS = ("topic", "partition", "offset", "key", "value", "reason")
+__all__ = [
+    "BAD_COLUMNS", "DECODED_META", "ERROR", "KEY", "OFFSET", "PARTITION", "SOURCE", "TOPIC",
+    "TXN", "UNAVAILABLE", "VALUE", "Decoded", "Decoder", "decode_native", "explain_bad",
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Decoded changes (``good``) and rejected records (``bad``), from one plan (``all``)."""
+
+    all: DataFrame
+    schema: TopicSchema
+
+    @property
+    def good(self) -> DataFrame:
+        """The change rows (see the module doc)."""
+        return self.all.where(F.col(ERROR).isNull()).drop(ERROR, VALUE)
+
+    @property
+    def bad(self) -> DataFrame:
+        """The rejected records with the reason (``BAD_COLUMNS``)."""
+        rejected = self.all.where(F.col(ERROR).isNotNull())
+        return explain_bad(rejected, self.schema.table)
+
+
+Decoder = Callable[[DataFrame, TopicSchema, Sequence[str]], Decoded]
+"""``decode_native`` or ``fallback.decode_python``."""
+
+
+def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] = ()) -> Decoded:
+    """Decode the change records of one topic (see the module doc); the ``carry`` columns of
+    ``records`` are passed through after the meta columns. Raises ``UnsupportedSchema`` for a
+    topic only the Python path reads (``schema.native`` false)."""
+    if not schema.native:
+        raise UnsupportedSchema("flat rows (ExtractNewRecordState) decode on the Python path")
+    stages = decode_stages(schema)
+    raw = ["topic", "partition", "offset", "key", "value", *carry]
+    parsed = records.where(F.col("value").isNotNull()).select(*raw, stages.parsed)
+    envelopes = parsed.where(stages.keep).select(*raw, *stages.envelope)
+    converted = envelopes.select("*", *stages.converted)
+    return Decoded(converted.select(*stages.decoded, *carry), schema)
+
+
+def _explainer(table: TableSpec | None) -> Callable[..., Column]:
+    def explain(value: bytes, key: bytes | None, topic: str, partition: int, offset: int) -> str:
+        reader = ChangeEventReader(table)
+        try:
+            reader.parse_value(value, key=key, topic=topic, partition=partition, offset=offset)
+        except ChangeEventError as exc:
+            return str(exc)
+        return "the Python parser reads it: decode this topic with decode_python"
+
+    udf: Callable[..., Column] = F.udf(explain, T.StringType(), useArrow=False)
+    return udf
+
+
+def explain_bad(rejected: DataFrame, table: TableSpec | None) -> DataFrame:
+    """``BAD_COLUMNS`` of rejected decoded rows; the parser's own message where it has one."""
+    explain = _explainer(table)
+    parser_reason = explain(F.col(VALUE), F.col(KEY), F.col(TOPIC), F.col(PARTITION), F.col(OFFSET))
+    corrupt = F.col(ERROR).startswith("not a valid record")
+    reason = F.when(corrupt, parser_reason)
+    return rejected.select(
+        F.col(TOPIC).alias("topic"),
+        F.col(PARTITION).alias("partition"),
+        F.col(OFFSET).alias("offset"),
+        F.col(KEY).alias("key"),
+        F.col(VALUE).alias("value"),
+        F.when(reason.startswith("the Python parser"), F.concat_ws(": ", F.col(ERROR), reason))
+        .otherwise(F.coalesce(reason, F.col(ERROR)))
+        .alias("reason"),
+    )

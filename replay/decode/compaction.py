@@ -1,0 +1,284 @@
+"""Full rebuilds from compacted change records: the newest image of every key, decoding only it.
+
+A full rebuild needs, per key, only the newest record: ``newest_offsets`` finds it from keys,
+offsets and null-ness alone, before any value is decoded, with a hash aggregation of fixed-width
+columns, then ``latest_records`` fetches only the winners' values from a second read (by a
+broadcast join when ``broadcasts_winners`` says the driver can hold them).
+Truncate candidates (records whose key is null or is the changelog's truncate key) are kept one
+by one; ``rebuild_table`` decodes just those to find truncates, drops per partition every record
+at or before the partition's last truncate, drops keys whose newest record is a tombstone,
+decodes the survivors, drops those a truncate in another partition clears (``after_truncates``),
+keeps per primary key the image with the highest ``__pos`` (a key may survive in several
+partitions after a repartitioning), and drops deletes. Persist the result of ``latest_records``
+when the rebuild's rows, bad records and truncates are all consumed, and ``Rebuild.decoded`` to
+decode the survivors once for both the rows and the bad records; when
+``has_truncate_candidates`` says no record may be a truncate, ``rebuild_table(...,
+candidates=False)`` leaves out the truncate jobs and joins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cdc.streams.protocol import TopicPartition
+from replay.decode.changes import (
+    ERROR,
+    KEY,
+    OFFSET,
+    PARTITION,
+    TOPIC,
+    UNAVAILABLE,
+    Decoded,
+    Decoder,
+    decode_native,
+)
+from replay.decode.position import STREAM_POSITION_CHARS, source_part
+from replay.decode.schema import TopicSchema
+from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
+from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes
+
+TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
+"""Record keys of the changelog's truncate events (schemas on, schemas off)."""
+CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
+TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
+_LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
+_TRUNCATE_SOURCE = "__truncate_source"
+_COPIES = "__copies"
+TRUNCATES_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField(TRUNCATE_OFFSET, T.LongType()),
+        T.StructField(TRUNCATE_POS, T.StringType()),
+    ]
+)
+
+
+@dataclass(frozen=True, order=True)
+class Truncate:
+    """A truncate event: its ``__pos`` (source part first), partition and offset."""
+
+    pos: str
+    tp: TopicPartition
+    offset: int
+
+
+def is_truncate_candidate(key: Column) -> Column:
+    """Records that may be truncates: a null key, or the changelog's truncate key."""
+    return key.isNull() | key.isin(*(F.lit(k) for k in TRUNCATE_KEYS))
+
+
+WINNER_BROADCAST_BYTES = 1024
+"""Driver heap to allow per broadcast winner (its row collected, then hashed, with headroom):
+above ``driver_heap_bytes / WINNER_BROADCAST_BYTES`` winners, ``latest_records`` joins by
+shuffled hash instead (a 4 GB driver broadcasts up to ~4 M keys)."""
+
+
+def newest_offsets(records: DataFrame) -> DataFrame:
+    """Per (topic, partition, key) the newest offset, its timestamp and the newest
+    non-tombstone's offset (``__live_offset``); truncate candidates each on their own.
+
+    A hash aggregation of fixed-width columns: no value goes through it (an aggregation over
+    variable-length values sorts them all, spilling at scale)."""
+    candidate = F.when(is_truncate_candidate(F.col("key")), F.col("offset"))
+    live_offset = F.when(F.col("value").isNotNull(), F.col("offset"))
+    return (
+        records.select("topic", "partition", "key", "offset", "timestamp_ms",
+                       live_offset.alias(_LIVE_OFFSET), candidate.alias(CANDIDATE))
+        .groupBy("topic", "partition", "key", CANDIDATE)
+        .agg(F.max("offset").alias("offset"), F.max_by("timestamp_ms", "offset").alias(
+            "timestamp_ms"), F.max(_LIVE_OFFSET).alias(_LIVE_OFFSET))
+    )  # fmt: skip
+
+
+def latest_records(
+    records: DataFrame, newest: DataFrame | None = None, *, broadcast: bool = True
+) -> DataFrame:
+    """Per (topic, partition, key) the newest record by offset, plus the newest non-tombstone
+    (``__live_offset``/``__live_value``); truncate candidates are kept each on its own.
+
+    Two passes: ``newest`` (``newest_offsets(records)``, computed here when not given) finds
+    each key's newest offsets, then a second read of ``records`` fetches just the newest live
+    values (and their keys), joined on (topic, partition, offset) against the winners' offsets:
+    broadcast (about 60 bytes a key, no shuffle of values) or, when ``broadcast`` is False for
+    more keys than the driver can hold, a shuffled hash join (values are shuffled, not sorted).
+    ``value`` is the newest record's (null: a tombstone). A live record that compaction removes
+    between the two reads leaves its key with only its tombstone, i.e. deleted, which is what
+    the compacted log then says too.
+    """
+    marks = newest_offsets(records) if newest is None else newest
+    live_values = records.select(
+        "topic", "partition", "key", F.col("offset").alias(_LIVE_OFFSET),
+        F.col("value").alias(_LIVE_VALUE),
+    )  # fmt: skip
+    place = ["topic", "partition", _LIVE_OFFSET]
+    winners = marks.where(F.col(_LIVE_OFFSET).isNotNull()).drop("key")
+    winners = F.broadcast(winners) if broadcast else winners.hint("shuffle_hash")
+    found = live_values.join(winners, place)
+    gone = marks.where(F.col(_LIVE_OFFSET).isNull()).withColumn(
+        _LIVE_VALUE, F.lit(None).cast(T.BinaryType())
+    )
+    newest_value = F.when(F.col(_LIVE_OFFSET) == F.col("offset"), F.col(_LIVE_VALUE))
+    return found.unionByName(gone).select(
+        "topic", "partition", "key", CANDIDATE, "offset", newest_value.alias("value"),
+        "timestamp_ms", _LIVE_OFFSET, _LIVE_VALUE,
+    )  # fmt: skip
+
+
+def broadcasts_winners(spark: SparkSession, newest: DataFrame) -> bool:
+    """Whether ``latest_records`` may broadcast the winners of ``newest`` (``newest_offsets``;
+    a Spark job: persist it first) on this driver."""
+    return newest.count() <= driver_heap_bytes(spark) // WINNER_BROADCAST_BYTES
+
+
+def truncate_offsets(decoded: DataFrame) -> DataFrame:
+    """Per (topic, partition) of decoded changes, the offset (and ``__pos``) of the last
+    truncate."""
+    truncates = decoded.where(F.col(OP) == OP_TRUNCATE)
+    return truncates.groupBy(F.col(TOPIC).alias("topic"), F.col(PARTITION).alias("partition")).agg(
+        F.max(OFFSET).alias(TRUNCATE_OFFSET), F.max(POS).alias(TRUNCATE_POS)
+    )
+
+
+def after_truncates(decoded: DataFrame, truncates: DataFrame) -> DataFrame:
+    """The decoded changes that no truncate of ``truncates`` (``truncate_offsets``) clears.
+
+    A truncate event lands in one partition but clears the whole table: in its partition it
+    clears the changes at or before its offset, in the others those whose source position (the
+    source part of ``__pos``) is before the topic's last truncate's. A change at the same source
+    position in another partition is kept, and so is every change of a connector without source
+    positions: stream positions of different partitions do not compare.
+    """
+    last = truncates.groupBy(F.col("topic").alias(TOPIC)).agg(
+        F.max(source_part(F.col(TRUNCATE_POS))).alias(_TRUNCATE_SOURCE)
+    )
+    per_partition = truncates.select(
+        F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), TRUNCATE_OFFSET
+    )
+    cleared_here = F.col(OFFSET) <= F.col(TRUNCATE_OFFSET)
+    cleared_elsewhere = (F.col(_TRUNCATE_SOURCE) != "") & (
+        source_part(F.col(POS)) < F.col(_TRUNCATE_SOURCE)
+    )
+    return (
+        decoded.join(F.broadcast(per_partition), [TOPIC, PARTITION], "left")
+        .join(F.broadcast(last), [TOPIC], "left")
+        .where(
+            ~F.coalesce(cleared_here, F.lit(False)) & ~F.coalesce(cleared_elsewhere, F.lit(False))
+        )
+        .select(*decoded.columns)
+    )
+
+
+def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> DataFrame:
+    """``after_truncates`` for truncates found beforehand (``batches.find_truncates``): the
+    same filter as literal conditions, so a batch runs no join and no broadcast job for it."""
+    offsets: dict[TopicPartition, int] = {}
+    sources: dict[str, str] = {}
+    for tp in {t.tp for t in truncates}:
+        mine = [t for t in truncates if t.tp == tp]
+        offsets[tp] = max(t.offset for t in mine)
+        source = max(t.pos for t in mine)[:-STREAM_POSITION_CHARS]  # as truncate_offsets does
+        sources[tp.topic] = max(sources.get(tp.topic, ""), source)
+    conditions = [
+        (F.col(TOPIC) == tp.topic) & (F.col(PARTITION) == tp.partition) & (F.col(OFFSET) <= o)
+        for tp, o in offsets.items()
+    ]
+    conditions += [
+        (F.col(TOPIC) == topic) & (source_part(F.col(POS)) < F.lit(source))
+        for topic, source in sources.items()
+        if source
+    ]
+    cleared = F.lit(False)
+    for condition in conditions:
+        cleared = cleared | F.coalesce(condition, F.lit(False))
+    return decoded.where(~cleared)
+
+
+def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
+    """The change with the highest ``__pos`` of every primary key (record key without one).
+
+    After ``latest_records`` a key has one change unless it survived in several partitions
+    (a repartitioned topic), so only those keys go through the ``max_by`` aggregation, whose
+    variable-length buffer sorts every row it sees (a 9 M-key rebuild ran out of memory
+    sorting them all). The others are found by a hash aggregation of the keys and pass through
+    a shuffled hash anti join (rows shuffled, not sorted); keys compare null-safe."""
+    names = list(schema.primary_key) or [KEY]
+    copies = decoded.groupBy(*names).agg(F.count(F.lit(1)).alias(_COPIES))
+    repeated = copies.where(F.col(_COPIES) > 1).select(*(F.col(n).alias(f"__r_{n}") for n in names))
+    same = [decoded[n].eqNullSafe(F.col(f"__r_{n}")) for n in names]
+    on = same[0]
+    for condition in same[1:]:
+        on &= condition
+    repeated = repeated.hint("shuffle_hash")
+    single = decoded.join(repeated, on, "left_anti")
+    several = decoded.join(repeated, on, "left_semi")
+    newest = F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")
+    return single.unionByName(several.groupBy(*names).agg(newest).select("newest.*"))
+
+
+@dataclass(frozen=True)
+class Rebuild:
+    """A rebuilt table: ``rows`` (table columns, ``__pos``, ``__unavailable``), the truncates
+    seen (topic, partition, ``__truncate_offset``) and the bad records (``decode.BAD_COLUMNS``);
+    ``rows`` and ``bad`` both read ``decoded`` (the decoded survivors, ``Decoded.all``)."""
+
+    rows: DataFrame
+    truncates: DataFrame
+    bad: DataFrame
+    decoded: DataFrame
+
+    def truncated(self) -> bool:
+        """Whether a truncate was seen (runs a Spark job)."""
+        return bool(self.truncates.limit(1).count())
+
+
+def has_truncate_candidates(latest: DataFrame) -> bool:
+    """Whether ``latest_records`` output holds a record that may be a truncate (a Spark job)."""
+    return bool(latest.where(F.col(CANDIDATE).isNotNull()).limit(1).count())
+
+
+def rebuild_table(
+    latest: DataFrame,
+    schema: TopicSchema,
+    decode: Decoder = decode_native,
+    *,
+    candidates: bool = True,
+) -> Rebuild:
+    """The final image of every live key from ``latest_records`` output (see the module doc);
+    ``candidates=False`` when ``has_truncate_candidates`` is false: no truncate to look for."""
+    keyed = latest.where(F.col(CANDIDATE).isNull())
+    after = F.col(_LIVE_OFFSET).isNotNull()
+    if candidates:
+        truncates, unkeyed = _truncates(latest, schema, decode)
+        keyed = keyed.join(F.broadcast(truncates), ["topic", "partition"], "left")
+        after &= F.col(TRUNCATE_OFFSET).isNull() | (F.col(_LIVE_OFFSET) > F.col(TRUNCATE_OFFSET))
+    survivors = keyed.where(after).select(
+        "topic", "partition", F.col(_LIVE_OFFSET).alias("offset"), "key",
+        F.col(_LIVE_VALUE).alias("value"), "timestamp_ms",
+        F.col("value").isNull().alias(TOMBSTONED),
+    )  # fmt: skip
+    decoded = decode(survivors, schema, (TOMBSTONED,))
+    changes, bad = decoded.good.where(F.col(OP) != OP_TRUNCATE), decoded.bad
+    if candidates:
+        changes, bad = after_truncates(changes, truncates), unkeyed.unionByName(bad)
+    else:
+        truncates = latest.sparkSession.createDataFrame([], TRUNCATES_SCHEMA)
+    winners = newest_per_key(changes, schema)
+    live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
+    rows = live.select(*(c.name for c in schema.columns), POS, UNAVAILABLE)
+    return Rebuild(rows, truncates, bad, decoded.all)
+
+
+def _truncates(
+    latest: DataFrame, schema: TopicSchema, decode: Decoder
+) -> tuple[DataFrame, DataFrame]:
+    """The truncates among the candidates (``truncate_offsets``) and, as bad records, the
+    candidates that are neither truncates nor tombstones."""
+    raw = ["topic", "partition", "offset", "key", "value", "timestamp_ms"]
+    found = decode(latest.where(F.col(CANDIDATE).isNotNull()).select(*raw), schema, ())
+    unkeyed = found.all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
+    unkeyed = unkeyed.withColumn(
+        ERROR, F.coalesce(F.col(ERROR), F.lit("a change without a record key"))
+    )
+    return truncate_offsets(found.good), Decoded(unkeyed, schema).bad

@@ -1,0 +1,187 @@
+"""The decoding plan of one topic: its row columns and key columns compiled to Spark, and the
+``from_json`` schemas of its record values and keys.
+
+The columns come from the Connect schema of a record of the topic (schemas on: the ``schema``
+of the newest record, read on the driver) or from a declared ``cdc.events.TableSpec``
+(schemas off). The value schema reads both layouts: ``{"schema": ..., "payload": <envelope>}``
+and the bare envelope, so one topic may mix them. Whether decimals are base64 bytes (Connect's
+default) or JSON numbers (``decimal.format=NUMERIC``) is a converter setting, so it is decided
+per topic from the sample record (base64 when the sample has no decimal value).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cdc.events.columns import TableSpec
+from cdc.events.json_text import loads
+from cdc.events.schema_builder import envelope_schema, key_schema
+from cdc.events.unwrap import is_flat_row
+from replay.decode.connect_types import Codec, UnsupportedSchema, compile_codec
+from replay.spark import T
+
+CORRUPT = "__corrupt_record"
+"""The ``from_json`` field that receives the text of a record that does not parse."""
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def _struct(*fields: tuple[str, T.DataType]) -> T.StructType:
+    return T.StructType([T.StructField(name, kind) for name, kind in fields])
+
+
+_S, _L, _I = T.StringType(), T.LongType(), T.IntegerType()
+SOURCE_TYPE = _struct(
+    ("version", _S), ("connector", _S), ("name", _S), ("ts_ms", _L), ("snapshot", _S),
+    ("db", _S), ("sequence", _S), ("schema", _S), ("table", _S), ("txId", _L), ("lsn", _L),
+    ("xmin", _L), ("server_id", _L), ("gtid", _S), ("file", _S), ("pos", _L), ("row", _I),
+    ("thread", _L), ("change_lsn", _S), ("commit_lsn", _S), ("event_serial_no", _L),
+    ("processor_id", _S), ("input_topic", _S), ("input_partition", _I),
+    ("input_offset_start", _L), ("input_offset_end", _L), ("transaction_id", _S),
+    ("commit_seq", _L),
+)  # fmt: skip
+"""The ``source`` fields read: those of every connector with a position (see ``positions``)."""
+TRANSACTION_TYPE = _struct(("id", _S), ("total_order", _L), ("data_collection_order", _L))
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """One row (or key) column: its codec, whether it may be null, and its raw JSON default."""
+
+    name: str
+    codec: Codec
+    optional: bool = True
+    default: Any = None
+
+
+def _columns(struct: Mapping[str, Any], numeric: bool) -> tuple[ColumnSpec, ...]:
+    fields = struct.get("fields")
+    if struct.get("type") != "struct" or not isinstance(fields, list):
+        raise UnsupportedSchema("a row schema must be a struct with fields")
+    return tuple(
+        ColumnSpec(f["field"], compile_codec(f, numeric), bool(f.get("optional")), f.get("default"))
+        for f in fields
+    )
+
+
+@dataclass(frozen=True)
+class TopicSchema:
+    """How the records of one topic decode: row columns, key columns, and the declared table
+    (schemaless topics; the Python fallback parser uses it too)."""
+
+    columns: tuple[ColumnSpec, ...]
+    key: tuple[ColumnSpec, ...] = ()
+    table: TableSpec | None = None
+    native: bool = True
+    """False for ExtractNewRecordState flat rows, which only the Python path reads."""
+    connector: str | None = None
+    """The connector of the topic's events (from the sample record), when known."""
+
+    @classmethod
+    def from_connect(
+        cls,
+        envelope: Mapping[str, Any],
+        key: Mapping[str, Any] | None = None,
+        *,
+        numeric_decimals: bool = False,
+        table: TableSpec | None = None,
+    ) -> TopicSchema:
+        """From an Envelope schema (and a key schema); raises ``UnsupportedSchema``."""
+        rows = {f.get("field"): f for f in envelope.get("fields", ()) if isinstance(f, Mapping)}
+        row = rows.get("after") or rows.get("before")
+        if row is None:
+            raise UnsupportedSchema(f"schema {envelope.get('name')!r} is not a change envelope")
+        columns = _columns(row, numeric_decimals)
+        keys = () if key is None else _columns(key, numeric_decimals)
+        return cls(columns, keys, table)
+
+    @classmethod
+    def from_table(cls, table: TableSpec, *, numeric_decimals: bool = False) -> TopicSchema:
+        """From a declared table (records written without schemas)."""
+        key = key_schema(table) if table.key else None
+        return cls.from_connect(
+            envelope_schema(table), key, numeric_decimals=numeric_decimals, table=table
+        )
+
+    @classmethod
+    def from_record(
+        cls, value: bytes, key: bytes | None = None, table: TableSpec | None = None
+    ) -> TopicSchema:
+        """From a sample record of the topic: its schema, else the declared ``table``.
+
+        ExtractNewRecordState flat rows give a schema with ``native`` false."""
+        schema, payload = _split(loads(value.decode()))
+        key_struct, key_payload = _split(None if key is None else loads(key.decode()))
+        flat = isinstance(payload, Mapping) and is_flat_row(payload)
+        envelope: Mapping[str, Any]
+        if schema is None:
+            if table is None:
+                raise UnsupportedSchema("records without a schema need a declared TableSpec")
+            envelope = envelope_schema(table)
+            key_struct = key_schema(table) if table.key else None
+        elif flat:
+            fields = [f for f in schema.get("fields", ()) if not str(f["field"]).startswith("__")]
+            envelope = {"fields": [{**schema, "fields": fields, "field": "after"}]}
+            payload = {"after": payload}
+        else:
+            envelope = schema
+        if key_struct is None and isinstance(key_payload, Mapping):
+            key_struct = _key_from_row(envelope, list(key_payload))
+        numeric = _numeric_decimals(envelope, payload)
+        found = cls.from_connect(envelope, key_struct, numeric_decimals=numeric, table=table)
+        source = payload.get("source") if isinstance(payload, Mapping) and not flat else None
+        connector = source.get("connector") if isinstance(source, Mapping) else None
+        known = connector if isinstance(connector, str) else None
+        return replace(found, native=not flat, connector=known)
+
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The key column names."""
+        return tuple(c.name for c in self.key)
+
+    def row_type(self) -> T.StructType:
+        """The decoded row: every column with its Spark type."""
+        return _struct(*((c.name, c.codec.spark) for c in self.columns))
+
+    def value_type(self) -> T.StructType:
+        """The ``from_json`` schema of record values (both layouts, plus ``CORRUPT``)."""
+        row = _struct(*((c.name, c.codec.raw) for c in self.columns))
+        envelope = [("before", row), ("after", row), ("source", SOURCE_TYPE), ("op", _S),
+                    ("ts_ms", _L), ("transaction", TRANSACTION_TYPE)]  # fmt: skip
+        return _struct(("payload", _struct(*envelope)), *envelope, (CORRUPT, _S))
+
+    def key_type(self) -> T.StructType:
+        """The ``from_json`` schema of record keys (both layouts, plus ``CORRUPT``)."""
+        fields = [(c.name, c.codec.raw) for c in self.key]
+        return _struct(("payload", _struct(*fields)), *fields, (CORRUPT, _S))
+
+
+def _split(document: Any) -> tuple[Mapping[str, Any] | None, Any]:
+    if isinstance(document, Mapping) and document.keys() == {"schema", "payload"}:
+        schema = document["schema"]
+        return (schema if isinstance(schema, Mapping) else None), document["payload"]
+    return None, document
+
+
+def _numeric_decimals(envelope: Mapping[str, Any], payload: Any) -> bool:
+    rows = {f.get("field"): f for f in envelope.get("fields", ()) if isinstance(f, Mapping)}
+    row = rows.get("after") or rows.get("before") or {}
+    names = [f.get("field") for f in row.get("fields", ()) if f.get("name") == _DECIMAL]
+    images: Sequence[Any] = [payload.get(i) for i in ("after", "before")] if payload else []
+    for image in images:
+        if isinstance(image, Mapping):
+            for name in names:
+                if image.get(name) is not None:
+                    return not isinstance(image[name], str)
+    return False
+
+
+def _key_from_row(envelope: Mapping[str, Any], names: list[str]) -> dict[str, Any] | None:
+    """A key schema of the row columns named by a schemaless key."""
+    rows = {f.get("field"): f for f in envelope.get("fields", ()) if isinstance(f, Mapping)}
+    row = rows.get("after") or rows.get("before") or {}
+    by_name = {f.get("field"): f for f in row.get("fields", ())}
+    if not names or any(n not in by_name for n in names):
+        return None
+    return {"type": "struct", "fields": [by_name[n] for n in names], "optional": False}

@@ -1,0 +1,264 @@
+"""The replay engine: change topics -> Spark -> DuckDB/Delta tables, exactly once.
+
+Per topic, one target table (named after the topic's last dotted part, or ``into`` for a
+point-in-time copy). A fresh table read from the log start takes the fast path: compact to the
+newest record per key on keys and offsets alone, decode only the survivors, one bulk ``replace``.
+Otherwise the plan is cut into batches and each batch is ``merge``d with the positions it brings
+the table to; the sink stores those positions in the same transaction as the data, so a batch
+retried after a crash is skipped and a crash leaves the table at its last committed batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from cdc.events.columns import TableSpec as DeclaredTable
+from cdc.streams.protocol import EventStream, TopicPartition
+from replay.decode.batch import batch_changes
+from replay.decode.changes import TXN, UNAVAILABLE, decode_native
+from replay.decode.compaction import (
+    Truncate,
+    broadcasts_winners,
+    has_truncate_candidates,
+    latest_records,
+    newest_offsets,
+    rebuild_table,
+)
+from replay.decode.cut import judged_transactions, straddling
+from replay.decode.schema import TopicSchema
+from replay.progress import ProgressCallback, progress_of
+from replay.reading.bounds import Bound, BoundKind
+from replay.reading.plan import ReplayPlan, plan_replay, resolve_topics
+from replay.reading.sources import read_records
+from replay.sinks.dead_letters import DeadLetterPolicy, handle_bad_records
+from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
+from replay.spark import DataFrame, F, SparkSession
+from replay.tables.batches import Reach, cut_batches, find_truncates, source_reach, truncates_in
+
+
+class ReplayError(RuntimeError):
+    """A replay cannot go on; the message names the topic (and record, if one is at fault)."""
+
+
+def target_table(topic: str) -> str:
+    """The table a topic mirrors: its last dotted part (``server.schema.table`` -> ``table``)."""
+    return topic.rsplit(".", 1)[-1]
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """What to replay, from where to where, and into what."""
+
+    topics: tuple[str, ...]
+    start: Bound = field(default_factory=lambda: Bound(BoundKind.EARLIEST))
+    stop: Bound = field(default_factory=lambda: Bound(BoundKind.LATEST))
+    into: Mapping[str, str] = field(default_factory=dict)
+    """Per topic, a new table to build instead of the topic's own (point-in-time copies)."""
+    declared: Mapping[str, DeclaredTable] = field(default_factory=dict)
+    """Per topic, the table shape of records written without schemas."""
+    on_error: DeadLetterPolicy = "fail"
+    allow_gaps: bool = False
+    batch_offsets: int = 2_000_000
+    """Offsets per incremental batch (over all partitions of a topic)."""
+
+
+@dataclass
+class TopicResult:
+    topic: str
+    table: str
+    mode: str  # "rebuild", "catch-up" or "up-to-date"
+    span: int = 0
+    bad: int = 0
+    seconds: float = 0.0
+    entries: list[LedgerEntry] = field(default_factory=list)
+
+
+class ReplayEngine:
+    """Runs replay jobs of one stream into one sink on one SparkSession."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        stream: EventStream,
+        sink: Sink,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
+        self._straddling: tuple[str, ...] = ()
+
+    def plans(self, job: ReplayJob) -> dict[str, ReplayPlan]:
+        """The plan of every topic of the job (ranges, gaps), without running anything."""
+        out = {}
+        for topic in resolve_topics(self.stream, job.topics):
+            table = job.into.get(topic, target_table(topic))
+            ledger = self.sink.positions(table)
+            start = job.start
+            if start.kind is BoundKind.LEDGER and not ledger:
+                start = Bound(BoundKind.EARLIEST)
+            out[topic] = plan_replay(self.stream, [topic], start, job.stop, ledger)
+        return out
+
+    def run(self, job: ReplayJob) -> list[TopicResult]:
+        """Replay every topic of the job; returns what was done per topic."""
+        plans = self.plans(job)
+        for plan in plans.values():
+            plan.check_gaps(job.allow_gaps)
+        self._straddling = self._straddling_transactions(job, plans)
+        return [self._run_topic(job, topic, plan) for topic, plan in plans.items()]
+
+    def _straddling_transactions(
+        self, job: ReplayJob, plans: Mapping[str, ReplayPlan]
+    ) -> tuple[str, ...]:
+        """With a source-position stop over several topics: the transactions some topic has
+        events of after the cut and some (maybe another) at or before it; every topic leaves
+        them out, so a cut never splits a transaction over several tables of the job."""
+        if not job.stop.is_source_position or len(plans) < 2:
+            return ()
+        judged = None
+        for topic, plan in plans.items():
+            if plan.span == 0:
+                continue
+            schema = self._schema(topic, job.declared.get(topic))
+            decoded = decode_native(read_records(self.spark, self.stream.url, plan), schema, ())
+            topic_judged = judged_transactions(decoded.good, job.stop)
+            judged = topic_judged if judged is None else judged.unionByName(topic_judged)
+        if judged is None:
+            return ()
+        return tuple(r[TXN] for r in straddling(judged).collect())
+
+    def _run_topic(self, job: ReplayJob, topic: str, plan: ReplayPlan) -> TopicResult:
+        table = job.into.get(topic, target_table(topic))
+        result = TopicResult(topic, table, "up-to-date", span=plan.span)
+        if plan.span == 0:
+            return result
+        started = time.monotonic()
+        self._report(topic, started, plan, plan)
+        schema = self._schema(topic, job.declared.get(topic))
+        spec = TableSpec(table, schema.primary_key)
+        ledger = self.sink.positions(table)
+        from_start = all(r.start <= r.log_start for r in plan.ranges)
+        if not ledger and from_start:
+            result.mode = "rebuild"
+            entry = self._rebuild(job, spec, schema, plan, result)
+            result.entries += [entry] if entry else []
+        else:
+            if table in job.into.values() and not ledger:
+                raise ReplayError(
+                    f"a point-in-time table ({table}) is built from the log start; "
+                    f"{topic} starts later"
+                )
+            result.mode = "catch-up"
+            batches = _batches(plan, job.batch_offsets)
+            # Found once for the plan (candidates only): no batch then looks for its own.
+            truncates = find_truncates(self.spark, self.stream.url, plan, schema)
+            if len(batches) > 1:  # never split a truncate across partitions (replay.tables.batches)
+                reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
+                batches = _batches(plan, job.batch_offsets, truncates, reach)
+            for batch in batches:
+                entry = self._merge(job, spec, schema, batch, result, truncates)
+                result.entries += [entry] if entry else []
+                self._report(topic, started, plan, batch)
+        if result.mode == "rebuild":
+            self._report(topic, started, plan, ReplayPlan(plan.ranges, (), plan.stop))
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _report(self, topic: str, started: float, plan: ReplayPlan, reached: ReplayPlan) -> None:
+        """Report ``topic``'s progress: ``reached``'s ranges end where the run now stands (the
+        plan itself before the first batch: nothing done yet)."""
+        if self.progress is None:
+            return
+        start = {r.tp.partition: r.start for r in plan.ranges}
+        current = start if reached is plan else {r.tp.partition: r.stop for r in reached.ranges}
+        stops = {r.tp.partition: r.stop for r in plan.ranges}
+        ends = {r.tp.partition: r.log_end for r in plan.ranges}
+        self.progress(progress_of(topic, started, start, current, stops, ends))
+
+    def _schema(self, topic: str, declared: DeclaredTable | None) -> TopicSchema:
+        """How the topic decodes: the schema of its newest change event, else ``declared``."""
+        newest = None
+        for partition in range(self.stream.partition_count(topic)):
+            bounds = self.stream.bounds(topic, partition)
+            for record in self.stream.read(
+                topic, partition, max(bounds.log_start, bounds.end - 64)
+            ):
+                if record.value is not None and (
+                    newest is None or record.timestamp_ms >= newest.timestamp_ms
+                ):
+                    newest = record
+        if newest is None or newest.value is None:
+            if declared is None:
+                raise ReplayError(f"topic {topic} holds no change event to read its schema from")
+            return TopicSchema.from_table(declared)
+        return TopicSchema.from_record(newest.value, newest.key, declared)
+
+    def _rebuild(
+        self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, plan: ReplayPlan,
+        result: TopicResult,
+    ) -> LedgerEntry | None:  # fmt: skip
+        records = read_records(self.spark, self.stream.url, plan)
+        persisted: list[DataFrame] = []
+        if job.stop.is_source_position:
+            changes = batch_changes(records, schema, cut=job.stop, straddling=self._straddling)
+            rows, bad = changes.changes.where(F.col(OP) == OP_UPSERT), changes.bad
+        else:
+            # Compacted and decoded once each: the bad-record check and the write read both.
+            newest = newest_offsets(records).persist()
+            broadcast = broadcasts_winners(self.spark, newest)
+            latest = latest_records(records, newest, broadcast=broadcast).persist()
+            rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
+            persisted = [newest, latest, rebuilt.decoded.persist()]
+            rows, bad = rebuilt.rows, rebuilt.bad
+        try:
+            result.bad += handle_bad_records(
+                self.sink, bad, job.on_error, plan.stop_positions, spec.name
+            )
+            columns = [c.name for c in schema.columns]
+            return self.sink.replace(spec, rows.select(*columns, POS), plan.stop_positions)
+        finally:
+            for frame in persisted:
+                frame.unpersist()
+
+    def _merge(
+        self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, batch: ReplayPlan,
+        result: TopicResult, truncates: Sequence[Truncate],
+    ) -> LedgerEntry | None:  # fmt: skip
+        records = read_records(self.spark, self.stream.url, batch)
+        cut = job.stop if job.stop.is_source_position else None
+        decoded = decode_native(records, schema)
+        decoded.all.persist()  # read and decoded once: for the bad records, then the write
+        try:
+            changes = batch_changes(
+                records, schema, cut=cut, straddling=self._straddling, decoded=decoded,
+                truncates=None if cut else truncates_in(truncates, batch),
+            )  # fmt: skip
+            positions = batch.stop_positions
+            result.bad += handle_bad_records(
+                self.sink, changes.bad, job.on_error, positions, spec.name
+            )
+            frame: DataFrame = changes.sink_changes(schema)
+            return self.sink.merge(spec, frame, positions)
+        finally:
+            decoded.all.unpersist()
+
+
+def _batches(
+    plan: ReplayPlan, batch_offsets: int, truncates: Sequence[Truncate] = (),
+    reach: Reach | None = None,
+) -> list[ReplayPlan]:  # fmt: skip
+    """The plan cut into consecutive batches of about ``batch_offsets`` offsets in total; every
+    batch carries the positions of all partitions (finished ones at their stop); a boundary
+    falls right before every group of ``truncates``, in the partitions without it where
+    ``reach`` says (see ``replay.tables.batches``)."""
+    return cut_batches(plan, batch_offsets, truncates, reach)
+
+
+def positions_text(positions: Mapping[TopicPartition, int]) -> str:
+    """Positions as ``topic:partition:offset,…`` (the form ``--from``/``--until`` accept)."""
+    return ",".join(f"{tp.topic}:{tp.partition}:{o}" for tp, o in sorted(positions.items()))
+
+
+__all__ = ["UNAVAILABLE", "ReplayEngine", "ReplayError", "ReplayJob", "TopicResult", "target_table"]
