@@ -14,7 +14,9 @@ from cdc.runtime.broker import LocalKafkaBroker
 from cdc.runtime.postgres import LocalPostgres
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures" / "debezium-published"
+DEBEZIUM_FIXTURES = REPO_ROOT / "tests" / "fixtures" / "debezium"
+"""Change events published by real Debezium deployments, copied byte for byte with their
+provenance (``SOURCES.md`` there): the tests need nothing outside the checkout."""
 # The tests' data is tiny: every shuffle task costs time, 8 partitions instead of 2 make a small
 # replay about 50% slower. Read by every in-process SparkSession (the demo's and CLI's too).
 os.environ.setdefault("REPLICATOR_SHUFFLE_PARTITIONS", "2")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -21,22 +20,20 @@ from cdc.events import (
     TransactionBlock,
     parse_value,
 )
+from tests.conftest import DEBEZIUM_FIXTURES
 
-PUBLISHED = (
-    Path(__file__).resolve().parents[3] / ".." / "shared" / "fixtures" / "debezium-published"
-)
-"""``<repo>/../shared/fixtures/debezium-published``: real Debezium records, read in place."""
+PUBLISHED = DEBEZIUM_FIXTURES
+"""Real Debezium records, in the repository (``tests/fixtures/debezium``, see its SOURCES.md)."""
 
 
 def published_names() -> list[str]:
-    """File names of the published records (empty when the shared fixtures are absent)."""
-    return sorted(path.name for path in PUBLISHED.glob("*.json")) if PUBLISHED.is_dir() else []
+    """File names of the published records."""
+    return sorted(path.name for path in PUBLISHED.glob("*.json"))
 
 
 @pytest.fixture
 def published() -> Callable[[str], bytes]:
     """Factory: the bytes of one published record, by file name."""
-    assert PUBLISHED.is_dir(), f"the shared Debezium fixtures are missing at {PUBLISHED}"
     return lambda name: (PUBLISHED / name).read_bytes()
 
 

@@ -15,9 +15,9 @@ from cdc.state.changes import CapturedChange, ChangeKind, Row
 from cdc.state.table import StateTable
 from cdc.streams.partitioner import partition_for
 from replay.reading.sources import RAW_SCHEMA
-from tests.conftest import SHARED_FIXTURES
+from tests.conftest import DEBEZIUM_FIXTURES
 
-PUBLISHED = SHARED_FIXTURES
+PUBLISHED = DEBEZIUM_FIXTURES
 
 
 @pytest.fixture(autouse=True)
