@@ -56,7 +56,7 @@ def test_replay_parts_import_only_lower_layers() -> None:
     layer = {part: i for i, parts in enumerate(REPLAY_LAYERS) for part in parts}
     wrong = []
     for path, modules in _imports().items():
-        if path.parts[0] != "replay" or path.name == "__init__.py" and len(path.parts) == 2:
+        if path.parts[0] != "replay" or (path.name == "__init__.py" and len(path.parts) == 2):
             continue
         own = path.parts[1] if len(path.parts) > 2 else path.stem
         for module in modules:
