@@ -1,9 +1,22 @@
-"""The one error type for bad change-event input, naming the field and the record's origin."""
+"""Errors caused by what the user gave (input, data, environment) rather than by a bug.
+
+Every such error derives from :class:`UserError`: the command line prints its message on one line
+and exits with status 2, without a traceback (``replicator --debug`` shows it). Any other
+exception is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 
-class ChangeEventError(ValueError):
+class UserError(Exception):
+    """Base of the errors a user can fix; the message names what was wrong and where."""
+
+
+class UsageError(UserError, ValueError):
+    """A command-line value, URL, bound, name or file is wrong; the message says the fix."""
+
+
+class ChangeEventError(UserError, ValueError):
     """A change event could not be decoded or is not a valid event.
 
     ``field`` is a dotted path inside the record (``payload.after.price``), and the origin
@@ -45,5 +58,5 @@ class ChangeEventError(ValueError):
         )
 
 
-class SetupError(RuntimeError):
+class SetupError(UserError, RuntimeError):
     """A local component (Java, Maven, the broker, Spark) cannot start; the message says the fix."""

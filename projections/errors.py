@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cdc.errors import UserError
 
-class ProjectionError(ValueError):
+
+class ProjectionError(UserError, ValueError):
     """A projection definition is invalid (bad SQL, unknown column, conflicting options)."""
 
 

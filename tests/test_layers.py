@@ -23,7 +23,7 @@ REPLAY_LAYERS = (
 HEAVY = {
     "pyspark": "replay/spark.py",
     "delta": "replay/sinks/delta_sink.py",
-    "duckdb": "replay/sinks/duckdb_sink.py",
+    "duckdb": "replay/sinks/duckdb_files.py",
     "confluent_kafka": "cdc/streams/kafka_client.py",
     "rocksdict": "cdc/state/rocks_store.py",
 }

@@ -3,8 +3,10 @@ RocksDB's error messages onto them (damaged files, busy store, anything else).""
 
 from __future__ import annotations
 
+from cdc.errors import UserError
 
-class StateStoreError(RuntimeError):
+
+class StateStoreError(UserError, RuntimeError):
     """A state store cannot be opened or used (bad URL, closed, in use by another process)."""
 
 

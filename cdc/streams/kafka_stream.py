@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterator, Mapping
 from urllib.parse import parse_qsl, urlsplit
 
+from cdc.errors import UsageError, UserError
 from cdc.streams import kafka_client as kc
 from cdc.streams.kafka_writer import KafkaTransactionalWriter
 from cdc.streams.protocol import PartitionBounds, StreamRecord, TopicPartition
@@ -13,7 +14,7 @@ from cdc.streams.protocol import PartitionBounds, StreamRecord, TopicPartition
 _METADATA_TIMEOUT_S = 30.0
 
 
-class KafkaStreamError(RuntimeError):
+class KafkaStreamError(UserError, RuntimeError):
     """A Kafka operation failed; the message names the topic and partition involved."""
 
 
@@ -109,6 +110,8 @@ class KafkaEventStream:
     @classmethod
     def from_url(cls, url: str) -> KafkaEventStream:
         parts = urlsplit(url)
+        if not parts.netloc:
+            raise UsageError(f"Kafka URL {url!r} names no broker: expected kafka://host:port[,...]")
         return cls(parts.netloc, dict(parse_qsl(parts.query)))
 
     def ensure_topic(self, topic: str, partitions: int = 1, *, compacted: bool = False) -> None:
@@ -137,7 +140,13 @@ class KafkaEventStream:
         return len(meta.partitions)
 
     def topics(self) -> list[str]:
-        names = self._admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics
+        try:
+            names = self._admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics
+        except kc.KafkaException as exc:
+            raise KafkaStreamError(
+                f"cannot list the topics of {self.url} within {_METADATA_TIMEOUT_S}s "
+                f"({exc.args[0].str()}): is the broker running and reachable?"
+            ) from exc
         return sorted(t for t in names if not t.startswith("__"))
 
     def partition_count(self, topic: str) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from cdc.errors import UsageError
 from cdc.streams.protocol import EventStream
 
 SCHEMES = ("kafka", "local")
@@ -21,7 +22,9 @@ def open_stream(url: str) -> EventStream:
         from cdc.streams.local import LocalLog
 
         return LocalLog.from_url(url)
-    raise ValueError(f"unknown event stream URL {url!r}: expected one of {', '.join(SCHEMES)}://")
+    raise UsageError(
+        f"unknown event stream URL {url!r}: expected kafka://host:port or local:///directory"
+    )
 
 
 def stream_url_for_bootstrap(bootstrap: str) -> str:

@@ -6,10 +6,11 @@ import argparse
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from cdc.errors import SetupError
+from cdc.errors import UserError
 from cdc.runtime import jars
 from cdc.runtime.broker import LocalKafkaBroker
 
@@ -73,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="CDC-driven, event-sourced state replicator: state tables captured as "
         "Debezium change events, replayed on Spark into DuckDB and Delta Lake exactly-once.",
     )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error, not just its line"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(
@@ -120,14 +124,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``replicator`` console script."""
+    """Entry point of the ``replicator`` console script.
+
+    A :class:`~cdc.errors.UserError` (bad input, data or environment) is one line on stderr and
+    exit status 2; its traceback only with ``--debug``. Anything else is a bug: traceback, 1.
+    """
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
     try:
         return handler(args)
-    except SetupError as exc:
-        print(f"replicator: {exc}", file=sys.stderr)
+    except UserError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"replicator {args.command}: {one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def one_line(exc: BaseException) -> str:
+    """The error's message on one line (a multi-line message is joined with '; ')."""
+    text = str(exc).strip() or type(exc).__name__
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 if __name__ == "__main__":

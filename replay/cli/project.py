@@ -10,13 +10,13 @@ version beside it, verifies and swaps; ``--rollback`` serves the previous versio
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from cdc.errors import UsageError
 from projections import SqlProjection
 
 
@@ -42,42 +42,37 @@ def source_topic(topics: list[str], table: str, chosen: str | None) -> str:
     """The topic holding ``table``'s changes: ``chosen``, or the only one named after it."""
     if chosen:
         if chosen not in topics:
-            raise ValueError(f"topic {chosen!r} does not exist")
+            raise UsageError(f"--topic {chosen}: no such topic (there are {len(topics)})")
         return chosen
     found = [t for t in topics if t.rsplit(".", 1)[-1] == table]
     if len(found) != 1:
         named = ", ".join(found) if found else "none"
-        raise ValueError(f"table {table}: name its change topic with --topic (found: {named})")
+        raise UsageError(f"table {table}: name its change topic with --topic (found: {named})")
     return found[0]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build, catch up, rebuild or roll back one SQL projection; 2 (with the reason on stderr)
-    for a query it cannot maintain, a missing topic or column, or a topic it cannot plan."""
-    from replay.tables.engine import ReplayError
-
-    try:
-        return _run(args)
-    except (ValueError, ReplayError) as exc:  # ProjectionError and ChangeEventError among them
-        print(f"replicator project: {exc}", file=sys.stderr)
-        return 2
-
-
-def _run(args: argparse.Namespace) -> int:
+    """Build, catch up, rebuild or roll back one SQL projection (a query it cannot maintain, a
+    missing topic or column is a :class:`~cdc.errors.UserError`: one line, exit 2)."""
     from cdc.streams.registry import open_stream
     from replay.projection.engine import ProjectionEngine, ProjectionJob
     from replay.projection.versions import ProjectionVersions
-    from replay.sinks.registry import open_sink
+    from replay.sinks.registry import open_sink, sink_path
     from replay.spark import spark_session
 
     console = Console()
-    sql = args.sql if args.sql else Path(args.sql_file).read_text(encoding="utf-8")
-    projection = SqlProjection.parse(sql)
+    projection = SqlProjection.parse(args.sql if args.sql else _read_sql(args.sql_file))
     projection.check_incremental()
-    spark = spark_session(args.master)
-    stream, sink = open_stream(args.stream), open_sink(args.sink, spark)
+    sink_path(args.sink)
+    stream = open_stream(args.stream)
     try:
         topic = source_topic(stream.topics(), projection.source_table, args.topic)
+    except BaseException:
+        stream.close()
+        raise
+    spark = spark_session(args.master)
+    sink = open_sink(args.sink, spark)
+    try:
         engine = ProjectionEngine(spark, stream, sink)
         versions = ProjectionVersions(engine, projection.name)
         job = ProjectionJob(projection, topic, batch_offsets=args.batch_offsets)
@@ -104,6 +99,13 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         sink.close()
         stream.close()
+
+
+def _read_sql(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--sql-file {path}: {exc.strerror}") from exc
 
 
 def _active(versions: Any) -> int:

@@ -7,6 +7,7 @@ import time
 
 from rich.console import Console
 
+from cdc.errors import UsageError
 from replay.progress import ProgressBars
 from replay.reading.bounds import parse_bound
 
@@ -36,23 +37,32 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
 def run_replay(args: argparse.Namespace) -> int:
     """Plan, then replay (or print the plan with ``--dry-run``)."""
     from cdc.streams.registry import open_stream
-    from replay.sinks.registry import open_sink
+    from replay.reading.plan import resolve_topics
+    from replay.sinks.registry import open_sink, sink_path
     from replay.spark import spark_session
     from replay.tables.engine import ReplayEngine, ReplayJob, target_table
 
     console = Console()
     topics = tuple(t for t in args.topics.split(",") if t)
-    into = {topics[0]: args.into} if args.into else {}
+    if not topics:
+        raise UsageError("--topics names no topic")
     if args.into and len(topics) != 1:
-        console.print("replicator: --into takes exactly one topic")
-        return 2
+        raise UsageError(f"--into {args.into} takes exactly one topic, not {len(topics)}")
+    into = {topics[0]: args.into} if args.into else {}
     job = ReplayJob(
         topics, start=parse_bound(args.start, stop=False), stop=parse_bound(args.stop, stop=True),
         into=into, on_error=args.on_error, allow_gaps=args.allow_gaps,
         batch_offsets=args.batch_offsets,
     )  # fmt: skip
+    sink_path(args.sink)
+    stream = open_stream(args.stream)
+    try:
+        resolve_topics(stream, topics)  # a missing topic is reported before Spark starts
+    except BaseException:
+        stream.close()
+        raise
     spark = spark_session(args.master)
-    stream, sink = open_stream(args.stream), open_sink(args.sink, spark)
+    sink = open_sink(args.sink, spark)
     try:
         with ProgressBars(console) as bars:
             engine = ReplayEngine(spark, stream, sink, progress=bars.report)
@@ -94,16 +104,28 @@ def run_verify(args: argparse.Namespace) -> int:
     from replay.spark import spark_session
     from replay.verify import verify_tables
 
+    refs = [_table_ref(ref) for ref in (args.left, args.right)]
+    key = [k for k in args.key.split(",") if k]
+    if not key:
+        raise UsageError("--key names no column")
     spark = spark_session(args.master)
-    frames = []
-    sinks = []
-    for ref in (args.left, args.right):
-        url, _, table = ref.partition("#")
-        sink = open_sink(url, spark)
-        sinks.append(sink)
-        frames.append(sink.read(table))
-    report = verify_tables(frames[0], frames[1], [k for k in args.key.split(",") if k])
+    sinks = [open_sink(url, spark) for url, _ in refs]
+    try:
+        frames = [sink.read(table) for sink, (_, table) in zip(sinks, refs, strict=True)]
+        report = verify_tables(frames[0], frames[1], key)
+    finally:
+        for sink in sinks:
+            sink.close()
     print(report.render())
-    for sink in sinks:
-        sink.close()
     return 0 if report.equal else 1
+
+
+def _table_ref(ref: str) -> tuple[str, str]:
+    """``(sink URL, table)`` of ``SINK_URL#table``, the URL checked (nothing is opened)."""
+    from replay.sinks.registry import require_stored
+
+    url, _, table = ref.partition("#")
+    if not table:
+        raise UsageError(f"{ref!r} names no table: expected SINK_URL#table")
+    require_stored(url, table)
+    return url, table

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
+from cdc.errors import UserError
 from cdc.events import temporal
 from cdc.events.decimal_codec import unscaled_at
 from cdc.events.json_text import dumps
@@ -34,7 +35,7 @@ Convert = Callable[[Column], Column]
 ToPython = Callable[[Any], Any]
 
 
-class UnsupportedSchema(ValueError):
+class UnsupportedSchema(UserError, ValueError):
     """A Connect schema the native decoder cannot map to Spark types."""
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from cdc.errors import UsageError
 from cdc.streams.protocol import TopicPartition
 
 
@@ -58,31 +59,40 @@ def parse_lsn(text: str) -> int:
 
 
 def parse_bound(text: str, *, stop: bool) -> Bound:
-    """Parse a bound from the CLI/API text form.
+    """Parse a bound from the CLI/API text form; :class:`UsageError` naming it if it is not one.
 
     ``earliest`` | ``latest`` | ``ledger`` | ``topic:partition:offset[,…]`` |
     ``2024-05-01T12:00:00Z`` (ISO timestamp) | ``ts:<epoch ms>`` | ``lsn:16/B374D848`` |
     ``binlog:mysql-bin.000003:1041`` | ``txn:<transaction id>``.
     """
+    try:
+        return _parse_bound(text, stop=stop)
+    except UsageError:
+        raise
+    except ValueError as exc:
+        raise UsageError(f"cannot read bound {text!r}: {exc}") from exc
+
+
+def _parse_bound(text: str, *, stop: bool) -> Bound:
     t = text.strip()
     low = t.lower()
     if low in ("earliest", "latest", "ledger"):
         kind = BoundKind(low)
         if (kind is BoundKind.LATEST) != stop:
-            raise ValueError(f"{low!r} is not a {'stop' if stop else 'start'} bound")
+            raise UsageError(f"{low!r} is not a {'stop' if stop else 'start'} bound")
         return Bound(kind)
     if low.startswith("ts:"):
         return Bound(BoundKind.TIMESTAMP, timestamp_ms=int(t[3:]))
     prefixes = ("lsn:", "binlog:", "txn:")
     if low.startswith(prefixes):
         if not stop:
-            raise ValueError(f"a source position ({t!r}) is a stop bound only")
+            raise UsageError(f"a source position ({t!r}) is a stop bound only")
         if low.startswith("lsn:"):
             return Bound(BoundKind.LSN, lsn=parse_lsn(t[4:]))
         if low.startswith("binlog:"):
             file, _, pos = t[7:].rpartition(":")
             if not file or not pos.isdigit():
-                raise ValueError(f"binlog bound {t!r} is not binlog:<file>:<position>")
+                raise UsageError(f"binlog bound {t!r} is not binlog:<file>:<position>")
             return Bound(BoundKind.BINLOG, binlog=(file, int(pos)))
         return Bound(BoundKind.TXN, txn=t[4:])
     try:
@@ -97,10 +107,10 @@ def parse_bound(text: str, *, stop: bool) -> Bound:
             offsets[TopicPartition(m["topic"], int(m["partition"]))] = int(m["offset"])
         return Bound(BoundKind.OFFSETS, offsets=offsets)
     if when is None:
-        raise ValueError(
+        raise UsageError(
             f"cannot read bound {t!r}: expected earliest, latest, ledger, topic:partition:offset, "
             "an ISO timestamp, ts:<ms>, lsn:<X/Y>, binlog:<file>:<pos> or txn:<id>"
         )
     if when.tzinfo is None:
-        raise ValueError(f"timestamp {t!r} needs a time zone (e.g. a trailing Z for UTC)")
+        raise UsageError(f"timestamp {t!r} needs a time zone (e.g. a trailing Z for UTC)")
     return Bound(BoundKind.TIMESTAMP, timestamp_ms=int(when.timestamp() * 1000))

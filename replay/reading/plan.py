@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cdc.errors import UserError
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.reading.bounds import Bound, BoundKind
 
 
-class ReplayPlanError(ValueError):
+class ReplayPlanError(UserError, ValueError):
     """The requested replay cannot be planned or would skip data; the message says where."""
 
 
@@ -92,10 +94,19 @@ def resolve_topics(stream: EventStream, names: Sequence[str]) -> list[str]:
                 raise ReplayPlanError(f"no topic matches the pattern {name!r} on {stream.url}")
             chosen += [t for t in matched if t not in chosen]
         elif name not in available:
-            raise ReplayPlanError(f"topic {name!r} does not exist on {stream.url}")
+            raise ReplayPlanError(
+                f"topic {name!r} does not exist on {stream.url}{_near(name, available)}"
+            )
         elif name not in chosen:
             chosen.append(name)
     return chosen
+
+
+def _near(name: str, available: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, available, n=3)
+    if close:
+        return f" (did you mean {', '.join(close)}?)"
+    return f" (it has {len(available)} topics)" if available else " (it has no topics)"
 
 
 def plan_replay(

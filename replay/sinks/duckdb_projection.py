@@ -19,10 +19,11 @@ from typing import Any
 from cdc.streams.protocol import TopicPartition
 from projections import IncrementalPlan
 from projections.sql.syntax import DUCKDB
+from replay.sinks.duckdb_files import table_exists
 from replay.sinks.duckdb_sink import DuckDBSink, _literal
 from replay.sinks.duckdb_store import LEDGER, quote
 from replay.sinks.duckdb_types import restored_column
-from replay.sinks.ledger import now_ms, plan_positions
+from replay.sinks.ledger import VersionUnavailableError, now_ms, plan_positions
 from replay.sinks.protocol import OP, OP_UPSERT, TRUNCATED, LedgerEntry, Positions
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import DataFrame
@@ -38,10 +39,11 @@ class DuckDBProjectionStore:
 
     def __init__(self, sink: DuckDBSink) -> None:
         self.sink, self.spark = sink, sink.spark
-        self.conn: Any = sink.store.conn
-        self.conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR PRIMARY KEY, state VARCHAR)"
-        )
+
+    @property
+    def conn(self) -> Any:
+        """The connection of the sink's current read or write session."""
+        return self.sink.connection()
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the projection stored in ``table`` reflects (its own ledger)."""
@@ -110,8 +112,12 @@ class DuckDBProjectionStore:
 
     def load_state(self, name: str) -> str | None:
         """The blue/green state (JSON) of projection ``name``, None if it has none."""
-        row = self.conn.execute(f"SELECT state FROM {REGISTRY} WHERE name = ?", [name]).fetchone()
-        return None if row is None else str(row[0])
+        with self.sink.session(write=False) as store:
+            if store is None or not table_exists(store.conn, REGISTRY):
+                return None
+            sql = f"SELECT state FROM {REGISTRY} WHERE name = ?"
+            row = store.conn.execute(sql, [name]).fetchone()
+            return None if row is None else str(row[0])
 
     def save_state(self, name: str, state: str, statements: Sequence[str] = ()) -> None:
         """Run ``statements`` (a view swap, drops) and store ``state``, in one transaction."""
@@ -122,13 +128,18 @@ class DuckDBProjectionStore:
 
     def query(self, select: str, tables: Sequence[str] = ()) -> list[tuple[Any, ...]]:
         """The rows of a DuckDB query (``tables`` are named as they are stored)."""
-        return [tuple(r) for r in self.conn.execute(select).fetchall()]
+        with self.sink.session(write=False) as store:
+            if store is None:
+                raise VersionUnavailableError(f"no DuckDB database at {self.sink.path}")
+            return [tuple(r) for r in store.conn.execute(select).fetchall()]
 
     def frame(self, select: str, tables: Sequence[str] = ()) -> DataFrame:
         """A DuckDB query's result as a Spark DataFrame (materialised)."""
-        with self.sink._scratch() as scratch:
+        with self.sink._scratch() as scratch, self.sink.session(write=False) as store:
+            if store is None:
+                raise VersionUnavailableError(f"no DuckDB database at {self.sink.path}")
             target = scratch / "result.parquet"
-            self.conn.execute(f"COPY ({select}) TO {_literal(target)} (FORMAT parquet)")
+            store.conn.execute(f"COPY ({select}) TO {_literal(target)} (FORMAT parquet)")
             return self.spark.read.parquet(str(target)).localCheckpoint(eager=True)
 
     def drop(self, tables: Sequence[str]) -> None:
@@ -142,7 +153,7 @@ class DuckDBProjectionStore:
         return self._plan(table, positions) is None
 
     def _plan(self, table: str, positions: Positions) -> dict[TopicPartition, int] | None:
-        entries = self.sink.store.history(table)
+        entries = self.sink.history(table)
         stored = entries[-1].positions if entries else None
         return plan_positions(table, "merge", stored, positions)
 
@@ -173,6 +184,15 @@ class DuckDBProjectionStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
+        """One DuckDB transaction in a write session of the sink (the file is held only here)."""
+        with self.sink.session(write=True), self._begun():
+            yield
+
+    @contextmanager
+    def _begun(self) -> Iterator[None]:
+        self.conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR PRIMARY KEY, state VARCHAR)"
+        )
         self.conn.execute("BEGIN TRANSACTION")
         try:
             yield

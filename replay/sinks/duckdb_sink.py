@@ -6,6 +6,9 @@ no Arrow/pandas dependency on the Python side). Every write is one DuckDB transa
 data, the tombstones and the ledger rows (:mod:`replay.sinks.duckdb_store`), so exactly-once
 follows: a batch whose positions the ledger covers is skipped, and a crash rolls back to the last
 checkpoint. DuckDB keeps only the current version of a table; ``history()`` lists checkpoints.
+
+The file is open only during one write or one read (:mod:`replay.sinks.duckdb_files`): other
+processes can read the tables between two batches, and reading a missing database creates nothing.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-
-import duckdb
+from typing import Any
 
 from cdc.streams.protocol import TopicPartition
+from replay.sinks import duckdb_files
 from replay.sinks.duckdb_store import DuckDBStore, quote
 from replay.sinks.duckdb_types import column_definitions, restored_column, staged_column
 from replay.sinks.ledger import VersionUnavailableError, plan_positions
@@ -31,28 +34,64 @@ from replay.spark import DataFrame, F, SparkSession, T
 class DuckDBSink:
     """A :class:`~replay.sinks.protocol.Sink` writing to the DuckDB database file ``path``."""
 
-    def __init__(self, path: str | Path, spark: SparkSession) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        spark: SparkSession,
+        *,
+        lock_timeout_s: float = duckdb_files.WRITER_TIMEOUT_S,
+    ) -> None:
         self.path = Path(path).resolve()
         self.url = f"duckdb://{self.path}"
         self.spark = spark
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = duckdb.connect(str(self.path))
-        # the replay's own progress bar reports; DuckDB's would print to stdout between its lines
-        self._conn.execute("SET enable_progress_bar = false")
-        self.store = DuckDBStore(self._conn)
+        self.lock_timeout_s = lock_timeout_s
+        self._store: DuckDBStore | None = None
+        self._writable = False
+
+    @contextmanager
+    def session(self, *, write: bool) -> Iterator[DuckDBStore | None]:
+        """The database, open for one read or one write (nested calls share it); a read of a
+        database that does not exist yields None and creates nothing."""
+        if self._store is not None:
+            if write and not self._writable:
+                raise RuntimeError("a DuckDB write inside a read session")
+            yield self._store
+            return
+        if not write and not self.path.is_file():
+            yield None
+            return
+        if write:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = duckdb_files.connect(self.path, read_only=not write, timeout_s=self.lock_timeout_s)
+        try:
+            # the replay's own progress bar reports; DuckDB's would print to stdout between lines
+            conn.execute("SET enable_progress_bar = false")
+            self._store, self._writable = DuckDBStore(conn, writable=write), write
+            yield self._store
+        finally:
+            self._store, self._writable = None, False
+            conn.close()  # also checkpoints the WAL into the file readers open
+
+    def connection(self) -> Any:
+        """The connection of the current session (a RuntimeError outside one)."""
+        if self._store is None:
+            raise RuntimeError(f"{self.url}: no DuckDB session is open")
+        return self._store.conn
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the table reflects (empty if it does not exist)."""
-        entries = self.store.history(table)
+        entries = self.history(table)
         return dict(entries[-1].positions) if entries else {}
 
     def history(self, table: str) -> list[LedgerEntry]:
         """The table's checkpoints, oldest first (version = checkpoint number)."""
-        return self.store.history(table)
+        with self.session(write=False) as store:
+            return store.history(table) if store else []
 
     def tables(self) -> list[str]:
         """The tables in the database."""
-        return self.store.tables()
+        with self.session(write=False) as store:
+            return store.tables() if store else []
 
     def replace(self, spec: TableSpec, rows: DataFrame, positions: Positions) -> LedgerEntry | None:
         """Recreate the table from ``rows`` in one transaction; None if the ledger covers it."""
@@ -63,11 +102,10 @@ class DuckDBSink:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
         fields = [rows.schema[c] for c in [*data, POS]]
         schema = T.StructType(fields[:-1])
-        with self._staged(rows, fields) as files:
+        with self._staged(rows, fields) as files, self.session(write=True) as store:
+            assert store is not None
             source = f"SELECT {self._restore(fields)} FROM read_parquet({files})"
-            return self.store.replace(
-                spec, column_definitions(schema), source, positions, schema.json()
-            )
+            return store.replace(spec, column_definitions(schema), source, positions, schema.json())
 
     def merge(
         self, spec: TableSpec, changes: DataFrame, positions: Positions
@@ -78,15 +116,20 @@ class DuckDBSink:
             return None
         fields = [changes.schema[c] for c in [*data, *META_COLUMNS]]
         schema = T.StructType(fields[: len(data)])
-        with self._staged(changes, fields) as files:
+        with self._staged(changes, fields) as files, self.session(write=True) as store:
+            assert store is not None
             source = f"SELECT {self._restore(fields)} FROM read_parquet({files})"
-            return self.store.merge(
-                spec, column_definitions(schema), source, positions, schema.json()
-            )
+            return store.merge(spec, column_definitions(schema), source, positions, schema.json())
 
     def read(self, table: str, version: int | None = None) -> DataFrame:
         """The current table as a Spark DataFrame (DuckDB keeps no older versions)."""
-        schema_json, entries = self.store.spark_schema(table), self.store.history(table)
+        with self.session(write=False) as store:
+            if store is None:
+                raise VersionUnavailableError(f"no table {table} in {self.url} (no such file)")
+            return self._read(store, table, version)
+
+    def _read(self, store: DuckDBStore, table: str, version: int | None) -> DataFrame:
+        schema_json, entries = store.spark_schema(table), store.history(table)
         if schema_json is None or not entries:
             raise VersionUnavailableError(f"no table {table} in {self.url}")
         if version is not None and version != entries[-1].version:
@@ -98,7 +141,7 @@ class DuckDBSink:
         names = ", ".join(quote(f.name) for f in schema.fields)
         with self._scratch() as scratch:
             target = scratch / "table.parquet"
-            self._conn.execute(
+            store.conn.execute(
                 f"COPY (SELECT {names} FROM {quote(table)}) TO {_literal(target)} (FORMAT parquet)"
             )
             raw = self.spark.read.parquet(str(target))
@@ -107,12 +150,11 @@ class DuckDBSink:
             return raw.select(*cols).localCheckpoint(eager=True)
 
     def close(self) -> None:
-        """Close the database connection."""
-        self._conn.close()
+        """Nothing to release: the file is open only within a read or a write."""
 
     def _covered(self, table: str, mode: str, positions: Positions) -> bool:
         """Pre-check outside the transaction, so a retried batch is not even staged."""
-        entries = self.store.history(table)
+        entries = self.history(table)
         stored = entries[-1].positions if entries else None
         return plan_positions(table, mode, stored, positions) is None
 

@@ -1,10 +1,10 @@
 """DuckDB tables, tombstones and the offsets ledger, each write one DuckDB transaction.
 
-Works on an open DuckDB connection (the caller owns it) and on batches given as SQL relations
-(``read_parquet(...)`` of staged files), so the whole write — data, tombstones, ledger — is plain
-SQL between ``BEGIN`` and ``COMMIT``: a crash at any point leaves the table and its ledger at the
-previous commit, never the data behind or ahead of the ledger (tests/replay/sinks kills a
-process mid-merge to check it).
+Works on an open DuckDB connection (the caller owns it; read-only for reads) and on batches given
+as SQL relations (``read_parquet(...)`` of staged files), so the whole write (data, tombstones,
+ledger) is plain SQL between ``BEGIN`` and ``COMMIT``: a crash at any point leaves the table and
+its ledger at the previous commit, never the data behind or ahead of the ledger
+(tests/replay/sinks kills a process mid-merge to check it).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
+from replay.sinks.duckdb_files import table_exists
 from replay.sinks.ledger import now_ms, plan_positions
 from replay.sinks.protocol import OP, OP_DELETE, POS, TRUNCATED, LedgerEntry, Positions, TableSpec
 
@@ -40,8 +41,11 @@ def quote(name: str) -> str:
 class DuckDBStore:
     """Replace/merge/ledger SQL over one DuckDB connection (see the module doc)."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, *, writable: bool = True) -> None:
         self.conn = conn
+        if not writable:  # a read-only view of a file the sink may not have written yet
+            self.ready = table_exists(conn, LEDGER) and table_exists(conn, CATALOG)
+            return
         # DuckDB 1.5 writes big appends to the database file before commit ("optimistic
         # writes"); a SIGKILL while such a commit is written to the WAL replays part of the
         # transaction (new rows without its deletes or ledger rows: found by the crash test;
@@ -49,9 +53,12 @@ class DuckDBStore:
         # unfinished WAL commit is dropped on replay.
         conn.execute("SET enable_optimistic_write = false")
         conn.execute(_SCHEMA)
+        self.ready = True
 
     def history(self, table: str) -> list[LedgerEntry]:
         """The table's checkpoints, oldest first."""
+        if not self.ready:
+            return []
         rows = self.conn.execute(
             f'SELECT version, topic, "partition", next_offset, committed_at_ms, mode FROM {LEDGER}'
             ' WHERE table_name = ? ORDER BY version, topic, "partition"',
@@ -66,11 +73,15 @@ class DuckDBStore:
 
     def tables(self) -> list[str]:
         """Every table written through the store."""
+        if not self.ready:
+            return []
         rows = self.conn.execute(f"SELECT table_name FROM {CATALOG} ORDER BY 1").fetchall()
         return [r[0] for r in rows]
 
     def spark_schema(self, table: str) -> str | None:
         """The Spark schema (JSON) the table was written with, None if there is no such table."""
+        if not self.ready:
+            return None
         row = self.conn.execute(
             f"SELECT spark_schema FROM {CATALOG} WHERE table_name = ?", [table]
         ).fetchone()

@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Mapping
 
+from cdc.errors import UserError
 from cdc.streams.protocol import TopicPartition
 from replay.sinks.protocol import LedgerEntry, Positions
 
@@ -24,7 +25,7 @@ MODES = ("replace", "merge")
 METADATA_KEY = "replicator"
 
 
-class PositionsRegressedError(ValueError):
+class PositionsRegressedError(UserError, ValueError):
     """A merge's positions move backwards for a partition the table already reflects further."""
 
     def __init__(self, table: str, tp: TopicPartition, incoming: int, stored: int) -> None:
@@ -35,7 +36,7 @@ class PositionsRegressedError(ValueError):
         )
 
 
-class VersionUnavailableError(LookupError):
+class VersionUnavailableError(UserError, LookupError):
     """The requested table, or version of it, is not available in the sink."""
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from cdc.errors import UsageError
 from replay.sinks.protocol import Sink
 from replay.spark import SparkSession
 
@@ -16,20 +17,30 @@ SCHEMES = ("duckdb", "delta")
 
 
 def sink_path(url: str) -> tuple[str, Path]:
-    """``(scheme, absolute local path)`` of a sink URL; ValueError if it is not one."""
+    """``(scheme, absolute local path)`` of a sink URL; UsageError if it is not one."""
     parsed = urlparse(url)
     if parsed.scheme not in SCHEMES:
-        raise ValueError(f"sink URL {url!r}: scheme must be one of {', '.join(SCHEMES)}")
+        raise UsageError(f"sink URL {url!r}: scheme must be one of {', '.join(SCHEMES)}")
     if parsed.netloc or not parsed.path.startswith("/"):
-        raise ValueError(f"sink URL {url!r}: expected {parsed.scheme}:///absolute/path")
+        raise UsageError(f"sink URL {url!r}: expected {parsed.scheme}:///absolute/path")
     return parsed.scheme, Path(unquote(parsed.path))
 
 
 def sink_url(scheme: str, path: str | Path) -> str:
     """The URL of the ``scheme`` sink at the local ``path``."""
     if scheme not in SCHEMES:
-        raise ValueError(f"unknown sink scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+        raise UsageError(f"unknown sink scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
     return f"{scheme}://{Path(path).resolve()}"
+
+
+def require_stored(url: str, table: str) -> None:
+    """Raise :class:`UsageError` when ``url`` cannot hold ``table`` (no database file, no Delta
+    table directory), looking only at the files: nothing is opened or created."""
+    scheme, path = sink_path(url)
+    if scheme == "duckdb" and not path.is_file():
+        raise UsageError(f"no DuckDB database at {path} (table {table} of {url})")
+    if scheme == "delta" and not (path / table / "_delta_log").is_dir():
+        raise UsageError(f"no Delta table {table} in {path}")
 
 
 def open_sink(url: str, spark: SparkSession) -> Sink:

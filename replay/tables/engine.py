@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from cdc.errors import UserError
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes
@@ -38,7 +39,7 @@ from replay.spark import DataFrame, F, SparkSession
 from replay.tables.batches import Reach, cut_batches, find_truncates, source_reach, truncates_in
 
 
-class ReplayError(RuntimeError):
+class ReplayError(UserError, RuntimeError):
     """A replay cannot go on; the message names the topic (and record, if one is at fault)."""
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from cdc.errors import UserError
+
 
 class LocalLogError(RuntimeError):
     """Base class of the local log's errors."""
 
 
-class CorruptLogError(LocalLogError):
+class CorruptLogError(UserError, LocalLogError):
     """Committed data on disk is damaged (bad CRC, truncated frame); nothing was returned from it.
 
     ``path``/``topic``/``partition``/``offset``/``position`` locate the damage when known.
@@ -47,9 +49,9 @@ class FencedWriterError(LocalLogError):
     """A newer writer with the same transactional id exists; this one may no longer commit."""
 
 
-class WriterLockTimeout(LocalLogError):
+class WriterLockTimeout(UserError, LocalLogError):
     """Another writer kept the log directory's transaction lock for longer than the timeout."""
 
 
-class TopicConfigError(LocalLogError, ValueError):
+class TopicConfigError(UserError, LocalLogError, ValueError):
     """A topic is unknown, misnamed, or requested with a configuration that contradicts it."""

@@ -31,6 +31,7 @@ from typing import Any
 from cdc.streams.local.errors import CorruptLogError
 from cdc.streams.local.locks import FileLock
 from cdc.streams.local.segments import fsync_directory
+from cdc.streams.local.settings import TOPICS_DIR
 from cdc.streams.protocol import TopicPartition
 
 JOURNAL_FILE = "journal.log"
@@ -168,12 +169,26 @@ class Journal:
         self.state = JournalState()
         self.mutex = threading.RLock()
         self._lock = FileLock(os.path.join(root, JOURNAL_LOCK))
-        created = not os.path.exists(self.path)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        if created and sync:
-            fsync_directory(root)
+        self._fd = -1  # opened once the journal exists: reading a missing log creates nothing
         self._pos = 0
         self.refresh()
+
+    def _open(self, *, create: bool) -> bool:
+        """Open the journal file if needed; create the log directory and file only if ``create``."""
+        if self._fd >= 0:
+            return True
+        if not create:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
+            except FileNotFoundError:
+                return False
+            return True
+        os.makedirs(os.path.join(self.root, TOPICS_DIR), exist_ok=True)
+        created = not os.path.exists(self.path)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        if created and self.sync:
+            fsync_directory(self.root)
+        return True
 
     def refresh(self) -> bool:
         """Apply what other handles appended (or a rotation); return whether anything changed."""
@@ -181,6 +196,8 @@ class Journal:
             return self._catch_up(repair=False)
 
     def _catch_up(self, repair: bool) -> bool:
+        if not self._open(create=repair):
+            return False
         changed = False
         while True:
             size = os.fstat(self._fd).st_size
@@ -218,6 +235,7 @@ class Journal:
     def locked(self, timeout_s: float) -> Iterator[JournalState]:
         """Hold the journal lock, caught up (torn tail truncated), to append records."""
         with self.mutex:
+            self._open(create=True)
             self._lock.acquire(timeout_s)
             try:
                 self._catch_up(repair=True)

@@ -47,7 +47,7 @@ class LocalLog:
         self.root = os.path.abspath(directory)
         self.settings = settings or LocalLogSettings()
         self.url = SCHEME + self.root
-        os.makedirs(os.path.join(self.root, TOPICS_DIR), exist_ok=True)
+        # Nothing is created until something is written: reading a mistyped path leaves no trace.
         self._journal = Journal(
             self.root, sync=self.settings.sync, rotate_bytes=self.settings.journal_rotate_bytes
         )
@@ -179,6 +179,7 @@ class LocalLog:
 
     def writer(self, transactional_id: str) -> LocalTransactionalWriter:
         """A transactional writer; a newer writer with the same id fences this one."""
+        os.makedirs(self.root, exist_ok=True)
         writer = LocalTransactionalWriter(self.root, self._journal, self.settings, transactional_id)
         self._owned.add(writer)
         return writer

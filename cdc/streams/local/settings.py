@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, fields, replace
 from urllib.parse import parse_qsl
 
+from cdc.errors import UsageError
 from cdc.streams.local.errors import TopicConfigError
 
 SCHEME = "local://"
@@ -48,16 +49,16 @@ class LocalLogSettings:
 def parse_url(url: str) -> tuple[str, LocalLogSettings]:
     """The absolute directory and settings of ``local:///abs/dir`` or ``local://rel/dir?k=v``."""
     if not url.startswith(SCHEME):
-        raise ValueError(f"not a local log URL (expected {SCHEME}/path): {url!r}")
+        raise UsageError(f"not a local log URL (expected {SCHEME}/path): {url!r}")
     rest, _, query = url[len(SCHEME) :].partition("?")
     if not rest:
-        raise ValueError(f"local log URL without a directory: {url!r}")
+        raise UsageError(f"local log URL without a directory: {url!r}")
     settings = LocalLogSettings()
     known = {f.name: type(getattr(settings, f.name)) for f in fields(LocalLogSettings)}
     changes: dict[str, object] = {}
     for name, text in parse_qsl(query, keep_blank_values=True):
         if name not in known:
-            raise ValueError(f"unknown local log setting {name!r} in {url!r}")
+            raise UsageError(f"unknown local log setting {name!r} in {url!r}")
         if name == "auto_compact_bytes":
             changes[name] = int(text) if text else None
         elif known[name] is bool:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.projection.store import projection_store
+from replay.sinks import duckdb_files
 from replay.sinks.delta_log import read_ledger
 from replay.sinks.delta_sink import DeltaSink
 from replay.sinks.duckdb_sink import DuckDBSink
@@ -113,7 +114,7 @@ def visible(sink: Sink) -> Tiers | None:
     else:
         assert isinstance(sink, DuckDBSink)
         sql = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
-        exists = sink.store.conn.execute(sql, [TABLE]).fetchone()[0] > 0
+        exists = duckdb_files.query(sink.path, sql, [TABLE])[1][0][0] > 0
     if not exists:
         return None
     store, plan = projection_store(sink), projection_plan()

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from replay.sinks import duckdb_files
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.ledger import VersionUnavailableError
 from replay.sinks.protocol import TableSpec
@@ -108,20 +109,25 @@ def test_spark_types_map_faithfully_to_duckdb_and_back(spark: Any, make_sink: Si
     )
     sink.merge(spec, changes, {P0: 2})
 
-    conn = sink.store.conn
-    types = conn.execute(
-        "SELECT column_name, data_type FROM information_schema.columns"
-        " WHERE table_name = 'typed' ORDER BY ordinal_position"
-    ).fetchall()
+    with duckdb_files.read_only(sink.path) as conn:
+        types, keys = _types_and_keys(conn)
     assert types == DUCKDB_TYPES
-    keys = conn.execute(
-        "SELECT constraint_column_names FROM duckdb_constraints()"
-        " WHERE table_name = 'typed' AND constraint_type = 'PRIMARY KEY'"
-    ).fetchall()
     assert keys == [(["id", "i"],)]
     back = sink.read("typed")
     assert back.schema == spark.createDataFrame([], TYPED_SCHEMA).schema
     assert _as_json(back) == _as_json(spark.createDataFrame(TYPED_ROWS, TYPED_SCHEMA))
+
+
+def _types_and_keys(conn: Any) -> tuple[list[Any], list[Any]]:
+    types = conn.execute(
+        "SELECT column_name, data_type FROM information_schema.columns"
+        " WHERE table_name = 'typed' ORDER BY ordinal_position"
+    ).fetchall()
+    keys = conn.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints()"
+        " WHERE table_name = 'typed' AND constraint_type = 'PRIMARY KEY'"
+    ).fetchall()
+    return types, keys
 
 
 def test_ledger_rows_share_the_data_transaction_and_only_the_current_version_reads(
@@ -130,10 +136,11 @@ def test_ledger_rows_share_the_data_transaction_and_only_the_current_version_rea
     sink = _duckdb(make_sink)
     sink.merge(SPEC, changes(upsert(1, "a", 1)), {P0: 3, P1: 1})
     sink.merge(SPEC, changes(upsert(2, "b", 2)), {P1: 2})
-    ledger = sink.store.conn.execute(
+    _, ledger = duckdb_files.query(
+        sink.path,
         'SELECT table_name, version, topic, "partition", next_offset, mode'
-        ' FROM _replicator_ledger ORDER BY version, "partition"'
-    ).fetchall()
+        ' FROM _replicator_ledger ORDER BY version, "partition"',
+    )
     assert ledger == [
         ("accounts", 0, "db.accounts", 0, 3, "merge"),
         ("accounts", 0, "db.accounts", 1, 1, "merge"),

@@ -34,6 +34,7 @@ from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
 from cdc.processor import EventProcessor, InputEvent, ProcessorConfig
 from cdc.state import StateTransaction
 from cdc.streams.registry import open_stream
+from replay.sinks import duckdb_files
 from replay.sinks.delta_log import commit_versions
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.protocol import Sink
@@ -175,7 +176,7 @@ def rows_of(sink: Sink, table: str) -> Totals:
     """The table's rows; a DuckDB table read with SQL, without a Spark job."""
     if isinstance(sink, DuckDBSink):
         sql = f"SELECT customer_id, payments, total_amount FROM {table}"
-        return {r[0]: (r[1], r[2]) for r in sink.store.conn.execute(sql).fetchall()}
+        return {r[0]: (r[1], r[2]) for r in duckdb_files.query(sink.path, sql)[1]}
     return {
         r["customer_id"]: (r["payments"], r["total_amount"]) for r in sink.read(table).collect()
     }
