@@ -172,6 +172,7 @@ class DuckDBSink:
 
     @contextmanager
     def _scratch(self) -> Iterator[Path]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # a write's staging, or a read's copy
         scratch = Path(tempfile.mkdtemp(prefix=f".{self.path.name}-stage-", dir=self.path.parent))
         try:
             yield scratch
