@@ -17,9 +17,9 @@ from pathlib import Path
 
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind, parse_bound
-from replay.tables.engine import ReplayEngine, ReplayJob, target_table
 from replay.sinks.registry import open_sink, sink_url
 from replay.spark import spark_session
+from replay.tables.engine import ReplayEngine, ReplayJob, target_table
 
 
 def mirror(bootstrap: str, topics: str, duckdb_file: Path, as_of_lsn: str | None = None) -> None:

@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     project.add_arguments(p)
     p.set_defaults(handler=lambda a: project.run(a))
 
+    from replay.cli import query
+
+    p = sub.add_parser("query", help="query a DuckDB read model, also while it is kept live")
+    query.add_arguments(p)
+    p.set_defaults(handler=lambda a: query.run(a))
+
     p = sub.add_parser("process", help="run an example processor over a stream until idle")
     process.add_arguments(p)
     p.set_defaults(handler=_cmd_process)

@@ -23,6 +23,7 @@ import duckdb
 from cdc.errors import UserError
 
 READER_TIMEOUT_S = 30.0
+QUERY_ERRORS: tuple[type[Exception], ...] = (duckdb.Error,)  # what bad SQL raises
 WRITER_TIMEOUT_S = 120.0
 _FIRST_DELAY_S, _MAX_DELAY_S = 0.002, 0.05
 
