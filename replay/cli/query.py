@@ -21,7 +21,7 @@ from cdc.errors import UsageError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("sink", help="duckdb:///path.duckdb")
-    p.add_argument("sql", help="one SQL query, e.g. \"SELECT * FROM payments_per_customer\"")
+    p.add_argument("sql", help='one SQL query, e.g. "SELECT * FROM payments_per_customer"')
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--timeout", type=float, default=30.0,
                    help="seconds to wait while the writer holds the file (default 30)")  # fmt: skip
