@@ -34,11 +34,17 @@ def sink_url(scheme: str, path: str | Path) -> str:
 
 
 def require_stored(url: str, table: str) -> None:
-    """Raise :class:`UsageError` when ``url`` cannot hold ``table`` (no database file, no Delta
-    table directory), looking only at the files: nothing is opened or created."""
+    """Raise :class:`UsageError` when ``url`` holds no ``table`` (no database file or no such
+    table in it, no Delta table directory), before any Spark work; nothing is created."""
     scheme, path = sink_path(url)
     if scheme == "duckdb" and not path.is_file():
         raise UsageError(f"no DuckDB database at {path} (table {table} of {url})")
+    if scheme == "duckdb":
+        from replay.sinks import duckdb_files
+
+        with duckdb_files.read_only(path) as conn:
+            if not duckdb_files.table_exists(conn, table):
+                raise UsageError(f"no table {table} in {url}")
     if scheme == "delta" and not (path / table / "_delta_log").is_dir():
         raise UsageError(f"no Delta table {table} in {path}")
 

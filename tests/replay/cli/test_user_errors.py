@@ -15,6 +15,7 @@ import pytest
 
 from replay.cli import replay as replay_cmd
 from replay.cli.main import main
+from replay.sinks import duckdb_files
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -85,6 +86,14 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing(
     done = replicator(*words, cwd=tmp_path)
     _assert_one_line(done, command, names)
     assert list(scratch.iterdir()) == [], "a command that failed on its input left files behind"
+
+
+def test_verify_names_a_table_missing_from_an_existing_database(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    duckdb_files.connect(db, read_only=False, timeout_s=5).close()  # an empty database
+    done = replicator("verify", f"duckdb://{db}#orders", f"duckdb://{db}#orders", "--key", "id",
+                      cwd=tmp_path)  # fmt: skip
+    _assert_one_line(done, "verify", f"no table orders in duckdb://{db}")
 
 
 def test_debug_shows_the_traceback_of_a_user_error(tmp_path: Path) -> None:
