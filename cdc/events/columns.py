@@ -7,8 +7,14 @@ and maps each ``ColumnKind`` to the Connect type Debezium uses for it (see ``sch
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DecimalHandlingMode = Literal["precise", "string", "double"]
+"""Debezium's ``decimal.handling.mode``: how a decimal travels in the JSON of a schemaless topic:
+``precise`` base64 of the unscaled bytes (or a JSON number with ``decimal.format=NUMERIC``),
+``string`` plain decimal text, ``double`` a JSON number (rounded to the scale when read)."""
 
 
 class ColumnKind(enum.StrEnum):
@@ -43,22 +49,29 @@ class ColumnKind(enum.StrEnum):
 
 
 class Column(BaseModel):
-    """One declared column; ``scale`` (and optionally ``precision``) only for decimals."""
+    """One declared column; ``scale`` (and optionally ``precision``, ``decimal.handling.mode``)
+    only for decimals."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     name: str
     type: ColumnKind
     optional: bool = True
     scale: int | None = None
     precision: int | None = None
+    decimal_handling_mode: DecimalHandlingMode = Field(
+        default="precise", alias="decimal.handling.mode"
+    )
 
     @model_validator(mode="after")
     def _scale_only_for_decimals(self) -> Column:
         if self.type is ColumnKind.DECIMAL and self.scale is None:
             raise ValueError(f"decimal column {self.name!r} needs a scale")
-        if self.type is not ColumnKind.DECIMAL and (self.scale, self.precision) != (None, None):
-            raise ValueError(f"column {self.name!r} is not a decimal: no scale or precision")
+        decimal_only = (self.scale, self.precision, self.decimal_handling_mode)
+        if self.type is not ColumnKind.DECIMAL and decimal_only != (None, None, "precise"):
+            raise ValueError(
+                f"column {self.name!r} is not a decimal: no scale, precision or decimal mode"
+            )
         return self
 
 

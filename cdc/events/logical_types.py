@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from cdc.events import temporal
@@ -99,6 +99,10 @@ def decimal_scale(schema: Mapping[str, Any]) -> int:
 
 def _decimal(schema: Mapping[str, Any]) -> Decoder:
     scale = decimal_scale(schema)
+    if schema.get("type") == "string":
+        return _decimal_text(scale)
+    if schema.get("type") == "double":
+        return _decimal_double(scale)
 
     def decode(value: Any) -> Decimal:
         kind = type(value)
@@ -110,6 +114,44 @@ def _decimal(schema: Mapping[str, Any]) -> Decoder:
         if kind is Decimal or kind is int:
             return rescale(Decimal(value), scale)  # decimal.format=NUMERIC
         raise FieldError(f"expected a decimal, got {describe(value)}")
+
+    return decode
+
+
+def _decimal_text(scale: int) -> Decoder:
+    """``decimal.handling.mode=string``: plain decimal text with at most ``scale`` decimals (a
+    JSON number is taken as its text, as Spark's JSON reader does)."""
+
+    def decode(value: Any) -> Decimal:
+        kind = type(value)
+        if kind is not str and kind is not int and kind is not Decimal:
+            raise FieldError(f"expected decimal text (decimal.handling.mode=string), got "
+                             f"{describe(value)}")  # fmt: skip
+        try:
+            number = Decimal(value.strip() if kind is str else value)
+        except ArithmeticError:
+            raise FieldError(f"invalid decimal text: {describe(value)}") from None
+        exact = rescale(number, scale)
+        if not number.is_finite() or exact.as_tuple().exponent != -scale:
+            raise FieldError(f"{describe(value)} does not fit scale {scale}")
+        return exact
+
+    return decode
+
+
+def _decimal_double(scale: int) -> Decoder:
+    """``decimal.handling.mode=double``: a JSON number, rounded half-even to ``scale``."""
+
+    def decode(value: Any) -> Decimal:
+        kind = type(value)
+        if kind is not float and kind is not int and kind is not Decimal:
+            raise FieldError(f"expected a number (decimal.handling.mode=double), got "
+                             f"{describe(value)}")  # fmt: skip
+        number = Decimal(str(value)) if kind is float else Decimal(value)
+        try:
+            return number.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_EVEN)
+        except ArithmeticError:
+            raise FieldError(f"{describe(value)} is not a decimal of scale {scale}") from None
 
     return decode
 

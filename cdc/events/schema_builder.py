@@ -32,6 +32,8 @@ _LOGICAL = {
     ColumnKind.UUID: ("string", "io.debezium.data.Uuid"),
 }
 
+_DECIMAL_PHYSICAL = {"precise": "bytes", "string": "string", "double": "double"}
+
 REPLICATOR_SOURCE_SCHEMA_NAME = "cdc.replicator.Source"
 SNAPSHOT_VALUES = (
     "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"
@@ -49,6 +51,9 @@ def column_schema(column: Column) -> dict[str, Any]:
     physical, logical = _LOGICAL[column.type]
     extra: dict[str, Any] = {"name": logical, "version": 1}
     if column.type is ColumnKind.DECIMAL:
+        # decimal.handling.mode string/double: the value is text/a number; the logical name and
+        # scale stay, so readers still decode it to a DECIMAL of that scale
+        physical = _DECIMAL_PHYSICAL[column.decimal_handling_mode]
         parameters = {"scale": str(column.scale)}
         if column.precision is not None:
             parameters["connect.decimal.precision"] = str(column.precision)

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 
 from cdc.errors import UsageError
+from cdc.events.declarations import load_declarations
 from projections import SqlProjection
 
 
@@ -27,6 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     source.add_argument("--sql", help="CREATE TABLE <name> AS SELECT ... (one statement)")
     source.add_argument("--sql-file", help="a file holding the projection's SQL")
     p.add_argument("--topic", help="the source table's change topic (default: found by name)")
+    p.add_argument("--schema", help="JSON file declaring the table of a schemaless topic")
     p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
     p.add_argument(
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         engine = ProjectionEngine(spark, stream, sink)
         versions = ProjectionVersions(engine, projection.name)
-        job = ProjectionJob(projection, topic, batch_offsets=args.batch_offsets)
+        declared = load_declarations(args.schema).get(topic) if args.schema else None
+        job = ProjectionJob(projection, topic, batch_offsets=args.batch_offsets, declared=declared)
         if args.rollback:
             versions.rollback()
             console.print(f"{projection.name}: serving version {versions.state().active}")

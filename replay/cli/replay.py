@@ -8,6 +8,7 @@ import time
 from rich.console import Console
 
 from cdc.errors import UsageError
+from cdc.events.declarations import load_declarations
 from replay.progress import ProgressBars
 from replay.reading.bounds import parse_bound
 
@@ -26,6 +27,8 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
                    help="latest | topic:partition:offset,... (exclusive) | ISO time (inclusive) "
                    "| lsn:X/Y | binlog:file:pos | txn:<processor>:<seq> (inclusive)")  # fmt: skip
     p.add_argument("--into", help="build this new table (point in time) instead of the topic's")
+    p.add_argument("--schema", help="JSON file declaring the tables of schemaless topics "
+                   "(columns, key, decimal.handling.mode)")  # fmt: skip
     p.add_argument("--on-error", choices=("fail", "dead-letter"), default="fail")
     p.add_argument("--allow-gaps", action="store_true", help="replay despite detected gaps")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
@@ -49,10 +52,11 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.into and len(topics) != 1:
         raise UsageError(f"--into {args.into} takes exactly one topic, not {len(topics)}")
     into = {topics[0]: args.into} if args.into else {}
+    declared = load_declarations(args.schema) if args.schema else {}
     job = ReplayJob(
         topics, start=parse_bound(args.start, stop=False), stop=parse_bound(args.stop, stop=True),
         into=into, on_error=args.on_error, allow_gaps=args.allow_gaps,
-        batch_offsets=args.batch_offsets,
+        batch_offsets=args.batch_offsets, declared=declared,
     )  # fmt: skip
     sink_path(args.sink)
     stream = open_stream(args.stream)
@@ -82,7 +86,8 @@ def run_replay(args: argparse.Namespace) -> int:
                 if not args.follow:
                     return 0
                 job = ReplayJob(job.topics, start=parse_bound("ledger", stop=False),
-                                on_error=job.on_error, batch_offsets=job.batch_offsets)  # fmt: skip
+                                on_error=job.on_error, batch_offsets=job.batch_offsets,
+                                declared=declared)  # fmt: skip
                 time.sleep(1.0)
     except KeyboardInterrupt:
         return 0

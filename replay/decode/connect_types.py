@@ -161,6 +161,17 @@ def _decimal(schema: Mapping[str, Any], numeric: bool) -> Codec:
     except ValueError as exc:
         raise UnsupportedSchema(str(exc)) from None
     to_python = _decimal_to_python(target)
+    if schema.get("type") == "string":  # decimal.handling.mode=string: exact text, scale checked
+        wide = T.DecimalType(38, min(38 - (target.precision - target.scale), target.scale + 8))
+
+        def exact(c: Column) -> Column:
+            fitted = c.try_cast(target)
+            return F.when(fitted.cast(wide) == c.try_cast(wide), fitted)
+
+        return Codec(T.StringType(), target, exact, to_python, True, "string")
+    if schema.get("type") == "double":  # decimal.handling.mode=double: rounded to the scale
+        rounded: Convert = lambda c: F.round(c, target.scale).try_cast(target)  # noqa: E731
+        return Codec(T.DoubleType(), target, rounded, to_python, True, "double")
     if numeric:  # decimal.format=NUMERIC: JSON numbers, read by from_json at full width
         raw: T.DataType = T.DecimalType(38, target.scale)
         return Codec(raw, target, lambda c: c.try_cast(target), to_python, True, "bytes")

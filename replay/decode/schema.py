@@ -117,7 +117,10 @@ class TopicSchema:
         envelope: Mapping[str, Any]
         if schema is None:
             if table is None:
-                raise UnsupportedSchema("records without a schema need a declared TableSpec")
+                raise UnsupportedSchema(
+                    "its records carry no Connect schema (value.converter.schemas.enable=false): "
+                    "declare its columns with --schema FILE (Python: ReplayJob(declared=...))"
+                )
             envelope = envelope_schema(table)
             key_struct = key_schema(table) if table.key else None
         elif flat:
