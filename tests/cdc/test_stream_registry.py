@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cdc.errors import UsageError
 from cdc.streams.local import LocalLog
 from cdc.streams.registry import open_stream
 
@@ -22,6 +23,7 @@ def test_local_url_opens_the_local_log(tmp_path: Path) -> None:
 
 def test_unknown_scheme_names_the_known_ones() -> None:
     with pytest.raises(
-        ValueError, match=r"unknown event stream URL 'pulsar://x': expected one of kafka, local://"
+        UsageError,
+        match=r"unknown event stream URL 'pulsar://x': expected kafka://host:port or local:///",
     ):
         open_stream("pulsar://x")
