@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     stream = open_stream(args.stream)
     try:
         topic = source_topic(stream.topics(), projection.source_table, args.topic)
+        declared = load_declarations(args.schema).get(topic) if args.schema else None
     except BaseException:
         stream.close()
         raise
@@ -77,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         engine = ProjectionEngine(spark, stream, sink)
         versions = ProjectionVersions(engine, projection.name)
-        declared = load_declarations(args.schema).get(topic) if args.schema else None
         job = ProjectionJob(projection, topic, batch_offsets=args.batch_offsets, declared=declared)
         if args.rollback:
             versions.rollback()

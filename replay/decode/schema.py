@@ -106,11 +106,26 @@ class TopicSchema:
 
     @classmethod
     def from_record(
-        cls, value: bytes, key: bytes | None = None, table: TableSpec | None = None
+        cls,
+        value: bytes,
+        key: bytes | None = None,
+        table: TableSpec | None = None,
+        *,
+        topic: str | None = None,
     ) -> TopicSchema:
         """From a sample record of the topic: its schema, else the declared ``table``.
 
-        ExtractNewRecordState flat rows give a schema with ``native`` false."""
+        ExtractNewRecordState flat rows give a schema with ``native`` false. An
+        ``UnsupportedSchema`` names ``topic`` when it is given."""
+        try:
+            return cls._from_record(value, key, table)
+        except UnsupportedSchema as exc:
+            if topic is None:
+                raise
+            raise UnsupportedSchema(f"topic {topic}: {exc}") from exc
+
+    @classmethod
+    def _from_record(cls, value: bytes, key: bytes | None, table: TableSpec | None) -> TopicSchema:
         schema, payload = _split(loads(value.decode()))
         key_struct, key_payload = _split(None if key is None else loads(key.decode()))
         flat = isinstance(payload, Mapping) and is_flat_row(payload)

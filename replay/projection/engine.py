@@ -154,7 +154,9 @@ class ProjectionEngine:
         if topic not in self._schemas:
             newest = self._newest_row_event(topic)
             if newest is not None:
-                self._schemas[topic] = TopicSchema.from_record(newest.value, newest.key, declared)
+                self._schemas[topic] = TopicSchema.from_record(
+                    newest.value, newest.key, declared, topic=topic
+                )
             else:
                 engine = ReplayEngine(self.spark, self.stream, self.sink)
                 self._schemas[topic] = engine._schema(topic, declared)

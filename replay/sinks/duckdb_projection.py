@@ -122,6 +122,9 @@ class DuckDBProjectionStore:
     def save_state(self, name: str, state: str, statements: Sequence[str] = ()) -> None:
         """Run ``statements`` (a view swap, drops) and store ``state``, in one transaction."""
         with self._transaction():
+            self.conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR PRIMARY KEY, state VARCHAR)"
+            )
             for statement in statements:
                 self.conn.execute(statement)
             self.conn.execute(f"INSERT OR REPLACE INTO {REGISTRY} VALUES (?, ?)", [name, state])
@@ -185,18 +188,7 @@ class DuckDBProjectionStore:
     @contextmanager
     def _transaction(self) -> Iterator[None]:
         """One DuckDB transaction in a write session of the sink (the file is held only here)."""
-        with self.sink.session(write=True), self._begun():
-            yield
-
-    @contextmanager
-    def _begun(self) -> Iterator[None]:
-        self.conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {REGISTRY} (name VARCHAR PRIMARY KEY, state VARCHAR)"
-        )
-        self.conn.execute("BEGIN TRANSACTION")
-        try:
-            yield
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+        with self.sink.session(write=True) as store:
+            assert store is not None
+            with store.transaction():
+                yield

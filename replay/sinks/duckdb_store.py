@@ -91,7 +91,7 @@ class DuckDBStore:
         self, spec: TableSpec, columns: Columns, source: str, positions: Positions, schema: str
     ) -> LedgerEntry | None:
         """Recreate the table from ``source`` (data columns then ``__pos``), one transaction."""
-        with self._transaction():
+        with self.transaction():
             record = self._plan(spec.name, "replace", positions)
             if record is None:
                 return None
@@ -104,7 +104,7 @@ class DuckDBStore:
         self, spec: TableSpec, columns: Columns, source: str, positions: Positions, schema: str
     ) -> LedgerEntry | None:
         """Apply the change batch ``source`` (data and meta columns), one transaction."""
-        with self._transaction():
+        with self.transaction():
             record = self._plan(spec.name, "merge", positions)
             if record is None:
                 return None
@@ -200,7 +200,8 @@ class DuckDBStore:
         return LedgerEntry(spec.name, version, positions, at_ms, mode)
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def transaction(self) -> Iterator[None]:
+        """``BEGIN`` … ``COMMIT``; ``ROLLBACK`` on any exception."""
         self.conn.execute("BEGIN TRANSACTION")
         try:
             yield

@@ -27,7 +27,6 @@ from replay.decode.compaction import (
     newest_offsets,
     rebuild_table,
 )
-from replay.decode.connect_types import UnsupportedSchema
 from replay.decode.cut import judged_transactions, straddling
 from replay.decode.schema import TopicSchema
 from replay.progress import ProgressCallback, progress_of
@@ -195,10 +194,7 @@ class ReplayEngine:
             if declared is None:
                 raise ReplayError(f"topic {topic} holds no change event to read its schema from")
             return TopicSchema.from_table(declared)
-        try:
-            return TopicSchema.from_record(newest.value, newest.key, declared)
-        except UnsupportedSchema as exc:
-            raise ReplayError(f"topic {topic}: {exc}") from exc
+        return TopicSchema.from_record(newest.value, newest.key, declared, topic=topic)
 
     def _rebuild(
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, plan: ReplayPlan,

@@ -196,7 +196,7 @@ class Journal:
             return self._catch_up(repair=False)
 
     def _catch_up(self, repair: bool) -> bool:
-        if not self._open(create=repair):
+        if not self._open(create=False):  # a write opened it in locked(); a read needs none
             return False
         changed = False
         while True:
