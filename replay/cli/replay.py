@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from cdc.errors import UsageError
 from cdc.events.declarations import load_declarations
 from replay.progress import ProgressBars
-from replay.reading.bounds import parse_bound
+from replay.reading.bounds import Bound, BoundKind, parse_bound
+
+if TYPE_CHECKING:
+    from replay.tables.engine import ReplayJob
 
 
 def add_replay_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,8 +38,15 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-gaps", action="store_true", help="replay despite detected gaps")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
+    p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
     p.add_argument("--batch-offsets", type=int, default=2_000_000)
     p.add_argument("--master", help="Spark master (default local[*])")
+
+
+def next_round(job: ReplayJob) -> ReplayJob:
+    """The job of the next ``--follow`` round: the same tables, topics and options, from
+    where the sink's ledger stands."""
+    return dataclasses.replace(job, start=Bound(BoundKind.LEDGER))
 
 
 def run_replay(args: argparse.Namespace) -> int:
@@ -53,8 +65,11 @@ def run_replay(args: argparse.Namespace) -> int:
         raise UsageError(f"--into {args.into} takes exactly one topic, not {len(topics)}")
     into = {topics[0]: args.into} if args.into else {}
     declared = load_declarations(args.schema) if args.schema else {}
+    stop = parse_bound(args.stop, stop=True)
+    if args.follow and stop.kind is not BoundKind.LATEST:
+        raise UsageError(f"--follow keeps applying new events; it takes no --until ({args.stop})")
     job = ReplayJob(
-        topics, start=parse_bound(args.start, stop=False), stop=parse_bound(args.stop, stop=True),
+        topics, start=parse_bound(args.start, stop=False), stop=stop,
         into=into, on_error=args.on_error, allow_gaps=args.allow_gaps,
         batch_offsets=args.batch_offsets, declared=declared,
     )  # fmt: skip
@@ -85,10 +100,8 @@ def run_replay(args: argparse.Namespace) -> int:
                     )
                 if not args.follow:
                     return 0
-                job = ReplayJob(job.topics, start=parse_bound("ledger", stop=False),
-                                on_error=job.on_error, batch_offsets=job.batch_offsets,
-                                declared=declared)  # fmt: skip
-                time.sleep(1.0)
+                job = next_round(job)
+                time.sleep(args.poll)
     except KeyboardInterrupt:
         return 0
     finally:

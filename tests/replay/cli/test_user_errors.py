@@ -58,6 +58,8 @@ CASES = [
     ("replay --stream kafka:// --sink duckdb://{d}/out.duckdb --topics t", "replay", "kafka://"),
     ("replay --stream local://{d}/log --sink duckdb://{d}/out.duckdb --topics a,b --into c",
      "replay", "--into c takes exactly one topic"),
+    ("replay --stream local://{d}/log --sink duckdb://{d}/out.duckdb --topics t --follow "
+     "--until t:0:5", "replay", "--follow keeps applying new events"),
     ("replay --stream local://{d}/log?bogus_setting=1 --sink duckdb://{d}/o.duckdb --topics t",
      "replay", "bogus_setting"),
     ("verify duckdb://{d}/missing.duckdb#t delta://{d}/lake#t --key id", "verify",
