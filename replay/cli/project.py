@@ -30,6 +30,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", help="the source table's change topic (default: found by name)")
     p.add_argument("--schema", help="JSON file declaring the table of a schemaless topic")
     p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
+    p.add_argument(
+        "--per-event",
+        action="store_true",
+        help="apply events as they arrive, not whole source transactions",
+    )
+    p.add_argument("--transaction-settle", type=float, default=60.0, metavar="SECONDS",
+                   help="transactions this much older than the newest transaction metadata "
+                   "count as complete (default 60)")  # fmt: skip
     p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
     p.add_argument(
         "--rebuild", action="store_true", help="build the next version beside, verify, swap"
@@ -78,7 +86,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         engine = ProjectionEngine(spark, stream, sink)
         versions = ProjectionVersions(engine, projection.name)
-        job = ProjectionJob(projection, topic, batch_offsets=args.batch_offsets, declared=declared)
+        job = ProjectionJob(
+            projection, topic, batch_offsets=args.batch_offsets, declared=declared,
+            whole_transactions=not args.per_event, transaction_settle_s=args.transaction_settle,
+        )  # fmt: skip
         if args.rollback:
             versions.rollback()
             console.print(f"{projection.name}: serving version {versions.state().active}")
@@ -94,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         while True:
             result = versions.serve(job)
             _print(console, projection.name, result, engine.lag(job.at_version(_active(versions))))
+            if engine.tail is not None and engine.tail.held:
+                console.print(engine.tail.summary())
             if not args.follow:
                 return 0
             time.sleep(args.poll)

@@ -38,6 +38,14 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-gaps", action="store_true", help="replay despite detected gaps")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
+    p.add_argument(
+        "--per-event",
+        action="store_true",
+        help="apply events as they arrive, not whole source transactions",
+    )
+    p.add_argument("--transaction-settle", type=float, default=60.0, metavar="SECONDS",
+                   help="transactions this much older than the newest transaction metadata "
+                   "count as complete (default 60)")  # fmt: skip
     p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
     p.add_argument("--batch-offsets", type=int, default=2_000_000)
     p.add_argument("--master", help="Spark master (default local[*])")
@@ -71,7 +79,8 @@ def run_replay(args: argparse.Namespace) -> int:
     job = ReplayJob(
         topics, start=parse_bound(args.start, stop=False), stop=stop,
         into=into, on_error=args.on_error, allow_gaps=args.allow_gaps,
-        batch_offsets=args.batch_offsets, declared=declared,
+        batch_offsets=args.batch_offsets, declared=declared, whole_transactions=not args.per_event,
+        transaction_settle_s=args.transaction_settle,
     )  # fmt: skip
     sink_path(args.sink)
     stream = open_stream(args.stream)
@@ -90,6 +99,7 @@ def run_replay(args: argparse.Namespace) -> int:
                 for topic, plan in plans.items():
                     console.print(f"[bold]{topic}[/] -> {job.into.get(topic, target_table(topic))}")
                     console.print(plan.render())
+                console.print(engine.transaction_tail(job, plans).render())
                 return 0
             while True:
                 for result in engine.run(job):
@@ -98,6 +108,8 @@ def run_replay(args: argparse.Namespace) -> int:
                         f"{result.span:,}, {len(result.entries)} commits, {result.bad} "
                         f"dead-lettered, {result.seconds:.1f}s"
                     )
+                if engine.tail is not None and engine.tail.held:
+                    console.print(engine.tail.summary())
                 if not args.follow:
                     return 0
                 job = next_round(job)

@@ -37,6 +37,7 @@ from replay.projection.store import ProjectionStore, projection_store
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay
 from replay.reading.sources import read_records
+from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import handle_bad_records
 from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, Sink
 from replay.sinks.sql_projection import MirrorSql
@@ -65,6 +66,9 @@ class ProjectionJob:
     """The table shape of a topic written without schemas."""
     rebuilding: bool = False
     """Python folds see ``ctx.rebuilding`` (skip side effects) while this is set."""
+    whole_transactions: bool = True
+    """Hold back source transactions not whole yet at the tail (as ``ReplayJob``)."""
+    transaction_settle_s: float = 60.0
 
     @property
     def name(self) -> str:
@@ -99,6 +103,8 @@ class ProjectionEngine:
         self.store: ProjectionStore = projection_store(sink)
         self._schemas: dict[str, TopicSchema] = {}
         self._memory: dict[str, tuple[MemoryProjection, dict[TopicPartition, int]]] = {}
+        self.tail: TransactionTail | None = None
+        """What the last ``run`` held back at the tail."""
 
     def plan(self, job: ProjectionJob) -> ReplayPlan:
         """The offsets the next run of ``job`` applies (from its ledger to the stop bound)."""
@@ -120,6 +126,11 @@ class ProjectionEngine:
         """Apply what the projection has not applied yet, batch by batch."""
         plan = self.plan(job)
         plan.check_gaps(False)
+        if job.whole_transactions:
+            self.tail = hold_open_transactions(
+                self.spark, self.stream, {job.topic: plan}, job.transaction_settle_s
+            )
+            plan = self.tail.plans[job.topic]
         result = ProjectionResult(job.table, "up-to-date", span=plan.span)
         if plan.span == 0:
             return result

@@ -33,6 +33,7 @@ from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay, resolve_topics
 from replay.reading.sources import read_records
+from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import DeadLetterPolicy, handle_bad_records
 from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
 from replay.spark import DataFrame, F, SparkSession
@@ -63,6 +64,11 @@ class ReplayJob:
     allow_gaps: bool = False
     batch_offsets: int = 2_000_000
     """Offsets per incremental batch (over all partitions of a topic)."""
+    whole_transactions: bool = True
+    """Hold back source transactions whose END or events have not all arrived (topics with a
+    transaction metadata topic: see ``replay.reading.transaction_tail``)."""
+    transaction_settle_s: float = 60.0
+    """Transactions this much older than the newest metadata record count as complete."""
 
 
 @dataclass
@@ -89,6 +95,8 @@ class ReplayEngine:
     ) -> None:
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
         self._straddling: tuple[str, ...] = ()
+        self.tail: TransactionTail | None = None
+        """What the last ``run`` held back at the tail."""
 
     def plans(self, job: ReplayJob) -> dict[str, ReplayPlan]:
         """The plan of every topic of the job (ranges, gaps), without running anything."""
@@ -107,8 +115,16 @@ class ReplayEngine:
         plans = self.plans(job)
         for plan in plans.values():
             plan.check_gaps(job.allow_gaps)
+        self.tail = self.transaction_tail(job, plans)
+        plans = dict(self.tail.plans)
         self._straddling = self._straddling_transactions(job, plans)
         return [self._run_topic(job, topic, plan) for topic, plan in plans.items()]
+
+    def transaction_tail(self, job: ReplayJob, plans: Mapping[str, ReplayPlan]) -> TransactionTail:
+        """``plans`` cut back before the source transactions not whole yet at the tail."""
+        if not job.whole_transactions:
+            return TransactionTail(plans, {}, per_event=True)
+        return hold_open_transactions(self.spark, self.stream, plans, job.transaction_settle_s)
 
     def _straddling_transactions(
         self, job: ReplayJob, plans: Mapping[str, ReplayPlan]
