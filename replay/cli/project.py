@@ -19,6 +19,7 @@ from rich.console import Console
 from cdc.errors import UsageError
 from cdc.events.declarations import load_declarations
 from projections import SqlProjection
+from replay.cli.replay import add_follow_arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,16 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     source.add_argument("--sql-file", help="a file holding the projection's SQL")
     p.add_argument("--topic", help="the source table's change topic (default: found by name)")
     p.add_argument("--schema", help="JSON file declaring the table of a schemaless topic")
-    p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
-    p.add_argument(
-        "--per-event",
-        action="store_true",
-        help="apply events as they arrive, not whole source transactions",
-    )
-    p.add_argument("--transaction-settle", type=float, default=60.0, metavar="SECONDS",
-                   help="transactions this much older than the newest transaction metadata "
-                   "count as complete (default 60)")  # fmt: skip
-    p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
+    add_follow_arguments(p)
     p.add_argument(
         "--rebuild", action="store_true", help="build the next version beside, verify, swap"
     )

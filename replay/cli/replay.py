@@ -37,6 +37,14 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--on-error", choices=("fail", "dead-letter"), default="fail")
     p.add_argument("--allow-gaps", action="store_true", help="replay despite detected gaps")
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
+    add_follow_arguments(p)
+    p.add_argument("--batch-offsets", type=int, default=2_000_000)
+    p.add_argument("--master", help="Spark master (default local[*])")
+
+
+def add_follow_arguments(p: argparse.ArgumentParser) -> None:
+    """``--follow`` and ``--poll``, and how source transactions are applied (``replay`` and
+    ``project`` alike)."""
     p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
     p.add_argument(
         "--per-event",
@@ -47,8 +55,6 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
                    help="transactions this much older than the newest transaction metadata "
                    "count as complete (default 60)")  # fmt: skip
     p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
-    p.add_argument("--batch-offsets", type=int, default=2_000_000)
-    p.add_argument("--master", help="Spark master (default local[*])")
 
 
 def next_round(job: ReplayJob) -> ReplayJob:
