@@ -114,7 +114,10 @@ def visible(sink: Sink) -> Tiers | None:
     else:
         assert isinstance(sink, DuckDBSink)
         sql = "SELECT count(*) FROM information_schema.tables WHERE table_name = ?"
-        exists = duckdb_files.query(sink.path, sql, [TABLE])[1][0][0] > 0
+        # a worker killed before its first write leaves no file (the sink creates it on write)
+        exists = (
+            Path(sink.path).exists() and duckdb_files.query(sink.path, sql, [TABLE])[1][0][0] > 0
+        )
     if not exists:
         return None
     store, plan = projection_store(sink), projection_plan()
