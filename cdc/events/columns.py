@@ -7,14 +7,10 @@ and maps each ``ColumnKind`` to the Connect type Debezium uses for it (see ``sch
 from __future__ import annotations
 
 import enum
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-DecimalHandlingMode = Literal["precise", "string", "double"]
-"""Debezium's ``decimal.handling.mode``: how a decimal travels in the JSON of a schemaless topic:
-``precise`` base64 of the unscaled bytes (or a JSON number with ``decimal.format=NUMERIC``),
-``string`` plain decimal text, ``double`` a JSON number (rounded to the scale when read)."""
+from cdc.events.value_modes import BinaryHandlingMode, DecimalHandlingMode, TimePrecisionMode
 
 
 class ColumnKind(enum.StrEnum):
@@ -48,9 +44,15 @@ class ColumnKind(enum.StrEnum):
     """uuid.UUID"""
 
 
+_TEMPORAL = frozenset({"date", "time", "timestamp"})
+_FRACTIONAL = frozenset({"time", "timestamp"})
+
+
 class Column(BaseModel):
-    """One declared column; ``scale`` (and optionally ``precision``, ``decimal.handling.mode``)
-    only for decimals."""
+    """One declared column. Decimals: ``scale`` (required), ``precision`` (digits) and
+    ``decimal.handling.mode``; ``time``/``timestamp``: ``precision`` (fractional-second digits,
+    0-9) and, with ``date``, ``time.precision.mode``; ``bytes``: ``binary.handling.mode``
+    (see ``cdc.events.value_modes``)."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
@@ -62,16 +64,29 @@ class Column(BaseModel):
     decimal_handling_mode: DecimalHandlingMode = Field(
         default="precise", alias="decimal.handling.mode"
     )
+    time_precision_mode: TimePrecisionMode = Field(default="adaptive", alias="time.precision.mode")
+    binary_handling_mode: BinaryHandlingMode = Field(default="bytes", alias="binary.handling.mode")
 
     @model_validator(mode="after")
-    def _scale_only_for_decimals(self) -> Column:
+    def _settings_fit_the_type(self) -> Column:
+        kind, name = self.type.value, self.name
         if self.type is ColumnKind.DECIMAL and self.scale is None:
-            raise ValueError(f"decimal column {self.name!r} needs a scale")
-        decimal_only = (self.scale, self.precision, self.decimal_handling_mode)
-        if self.type is not ColumnKind.DECIMAL and decimal_only != (None, None, "precise"):
-            raise ValueError(
-                f"column {self.name!r} is not a decimal: no scale, precision or decimal mode"
-            )
+            raise ValueError(f"decimal column {name!r} needs a scale")
+        if self.type is not ColumnKind.DECIMAL and (self.scale, self.decimal_handling_mode) != (
+            None,
+            "precise",
+        ):
+            raise ValueError(f"column {name!r} is not a decimal: no scale or decimal mode")
+        if self.precision is not None and kind != "decimal" and kind not in _FRACTIONAL:
+            raise ValueError(f"column {name!r} is a {kind}: precision is for decimal, time, "
+                             "timestamp")  # fmt: skip
+        if kind in _FRACTIONAL and self.precision is not None and not 0 <= self.precision <= 9:
+            raise ValueError(f"column {name!r}: fractional-second precision must be 0..9")
+        if kind not in _TEMPORAL and self.time_precision_mode != "adaptive":
+            raise ValueError(f"column {name!r} is a {kind}: time.precision.mode is for date, "
+                             "time, timestamp")  # fmt: skip
+        if self.type is not ColumnKind.BYTES and self.binary_handling_mode != "bytes":
+            raise ValueError(f"column {name!r} is a {kind}: binary.handling.mode is for bytes")
         return self
 
 

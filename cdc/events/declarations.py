@@ -7,19 +7,25 @@ columns, their types, the key and how Debezium encoded each value are declared::
       "dbserver1.public.accounts": {
         "key": ["id"],
         "decimal.handling.mode": "string",
+        "time.precision.mode": "connect",
+        "binary.handling.mode": "hex",
         "columns": {
           "id": "int32",
           "owner": "string",
           "balance": {"type": "decimal", "scale": 2, "precision": 12},
           "fee": {"type": "decimal", "scale": 4, "decimal.handling.mode": "double"},
-          "opened": {"type": "date", "optional": false}
+          "opened": {"type": "date", "optional": false},
+          "updated": {"type": "timestamp", "precision": 3},
+          "photo": "bytes"
         }
       }
     }
 
 A column is a type name (``cdc.events.ColumnKind``) or an object with ``type``, ``optional``,
-``scale``, ``precision`` and ``decimal.handling.mode``; a topic-level ``decimal.handling.mode``
-is the default of its decimal columns. The same objects in Python: :class:`TableSpec`.
+``scale``, ``precision`` (digits of a decimal; fractional-second digits of a time or timestamp)
+and the modes; a mode set on the topic (``decimal.handling.mode``, ``time.precision.mode``,
+``binary.handling.mode``, named as Debezium's connector settings) is the default of the columns
+it applies to. The same objects in Python: :class:`TableSpec`.
 """
 
 from __future__ import annotations
@@ -27,14 +33,27 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 from cdc.errors import UsageError
 from cdc.events.columns import Column, ColumnKind, TableSpec
+from cdc.events.value_modes import BinaryHandlingMode, DecimalHandlingMode, TimePrecisionMode
 
-_TOPIC_KEYS = {"key", "columns", "decimal.handling.mode"}
+_MODE_TYPES = {
+    "decimal.handling.mode": {ColumnKind.DECIMAL.value},
+    "time.precision.mode": {ColumnKind.DATE.value, ColumnKind.TIME.value,
+                            ColumnKind.TIMESTAMP.value},
+    "binary.handling.mode": {ColumnKind.BYTES.value},
+}  # fmt: skip
+"""Each topic-level mode and the column types it is the default of."""
+_MODE_VALUES = {
+    "decimal.handling.mode": get_args(DecimalHandlingMode),
+    "time.precision.mode": get_args(TimePrecisionMode),
+    "binary.handling.mode": get_args(BinaryHandlingMode),
+}
+_TOPIC_KEYS = {"key", "columns", *_MODE_TYPES}
 
 
 def load_declarations(path: str | Path) -> dict[str, TableSpec]:
@@ -59,9 +78,12 @@ def declared_table(topic: str, spec: Any, *, where: str = "schema") -> TableSpec
     unknown = set(spec) - _TOPIC_KEYS
     if unknown:
         raise UsageError(f"{at}: unknown settings {sorted(unknown)} (known: {sorted(_TOPIC_KEYS)})")
-    mode = spec.get("decimal.handling.mode")
+    modes = {setting: spec[setting] for setting in _MODE_TYPES if setting in spec}
+    for setting, mode in modes.items():
+        if mode not in _MODE_VALUES[setting]:
+            raise UsageError(f"{at}: {setting} {mode!r} is not one of {_MODE_VALUES[setting]}")
     columns = tuple(
-        _column(name, column, mode, f"{at}, column {name}")
+        _column(name, column, modes, f"{at}, column {name}")
         for name, column in spec["columns"].items()
     )
     key = spec.get("key", [])
@@ -74,13 +96,14 @@ def declared_table(topic: str, spec: Any, *, where: str = "schema") -> TableSpec
         raise UsageError(f"{at}: {_reason(exc)}") from exc
 
 
-def _column(name: str, column: Any, mode: Any, at: str) -> Column:
+def _column(name: str, column: Any, modes: Mapping[str, Any], at: str) -> Column:
     fields = {"type": column} if isinstance(column, str) else column
     if not isinstance(fields, Mapping):
         raise UsageError(f"{at}: expected a type name or an object, got {column!r}")
     fields = dict(fields)
-    if mode is not None and fields.get("type") == ColumnKind.DECIMAL.value:
-        fields.setdefault("decimal.handling.mode", mode)
+    for setting, mode in modes.items():
+        if fields.get("type") in _MODE_TYPES[setting]:
+            fields.setdefault(setting, mode)
     try:
         return Column.model_validate({**fields, "name": name})
     except ValidationError as exc:

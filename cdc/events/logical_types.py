@@ -17,6 +17,7 @@ from cdc.events import temporal
 from cdc.events.decimal_codec import decimal_from_bytes, decode_base64, rescale
 from cdc.events.field_errors import FieldError, describe
 from cdc.events.json_text import loads
+from cdc.events.value_modes import ENCODED_BYTES, BinaryHandlingMode, decode_binary
 
 Decoder = Callable[[Any], Any]
 """Decodes one non-null JSON value; raises ``FieldError``."""
@@ -171,6 +172,23 @@ def _variable_scale_decimal(value: Any) -> Decimal:
         raise FieldError(str(exc), "value") from None
 
 
+def _encoded_bytes(schema: Mapping[str, Any]) -> Decoder:
+    """``binary.handling.mode`` base64 / base64-url-safe / hex: bytes carried as text."""
+    parameters = schema.get("parameters")
+    mode: Any = parameters.get("binary.handling.mode") if isinstance(parameters, Mapping) else None
+    if mode not in ("bytes", "base64", "base64-url-safe", "hex"):
+        raise FieldError(f"{ENCODED_BYTES} schema with an unknown binary.handling.mode {mode!r}")
+    known: BinaryHandlingMode = mode
+
+    def decode(value: Any) -> bytes:
+        try:
+            return decode_binary(decode_string(value), known)
+        except ValueError as exc:
+            raise FieldError(f"invalid {known} bytes ({exc}): {describe(value)}") from None
+
+    return decode
+
+
 def _fixed(decoder: Decoder) -> Callable[[Mapping[str, Any]], Decoder]:
     return lambda _schema: decoder
 
@@ -210,5 +228,6 @@ LOGICAL_DECODERS: Mapping[str, Callable[[Mapping[str, Any]], Decoder]] = {
     ),
     "io.debezium.data.Json": _fixed(_converting(decode_string, loads, "JSON document")),
     "io.debezium.data.Uuid": _fixed(_converting(decode_string, uuid.UUID, "UUID")),
+    ENCODED_BYTES: _encoded_bytes,
 }
 """Decoder factories by logical name; a factory reads parameters (``scale``) from the schema."""

@@ -5,7 +5,8 @@ consumer can read our events: decimal -> ``org.apache.kafka.connect.data.Decimal
 ``parameters.scale``), date -> ``io.debezium.time.Date``, timestamp ->
 ``io.debezium.time.MicroTimestamp``, timestamp-tz -> ``io.debezium.time.ZonedTimestamp``,
 time -> ``io.debezium.time.MicroTime``, json -> ``io.debezium.data.Json``,
-uuid -> ``io.debezium.data.Uuid``.
+uuid -> ``io.debezium.data.Uuid``. A column's value modes (``cdc.events.value_modes``) change
+the type as the Debezium setting of that name does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from cdc.events.columns import Column, ColumnKind, TableSpec
+from cdc.events.value_modes import ENCODED_BYTES, temporal_encoding
 
 _PHYSICAL = {
     ColumnKind.INT32: "int32",
@@ -24,10 +26,7 @@ _PHYSICAL = {
 }
 _LOGICAL = {
     ColumnKind.DECIMAL: ("bytes", "org.apache.kafka.connect.data.Decimal"),
-    ColumnKind.DATE: ("int32", "io.debezium.time.Date"),
-    ColumnKind.TIMESTAMP: ("int64", "io.debezium.time.MicroTimestamp"),
     ColumnKind.TIMESTAMP_TZ: ("string", "io.debezium.time.ZonedTimestamp"),
-    ColumnKind.TIME: ("int64", "io.debezium.time.MicroTime"),
     ColumnKind.JSON: ("string", "io.debezium.data.Json"),
     ColumnKind.UUID: ("string", "io.debezium.data.Uuid"),
 }
@@ -44,10 +43,22 @@ def _field(kind: str, field_name: str, optional: bool, **extra: Any) -> dict[str
     return {"type": kind, "optional": optional, **extra, "field": field_name}
 
 
+_TEMPORAL = (ColumnKind.DATE, ColumnKind.TIME, ColumnKind.TIMESTAMP)
+
+
 def column_schema(column: Column) -> dict[str, Any]:
     """The Connect field schema of one column."""
+    if column.type is ColumnKind.BYTES and column.binary_handling_mode != "bytes":
+        mode = {"binary.handling.mode": column.binary_handling_mode}
+        return _field("string", column.name, column.optional, name=ENCODED_BYTES, parameters=mode)
     if column.type in _PHYSICAL:
         return _field(_PHYSICAL[column.type], column.name, column.optional)
+    if column.type in _TEMPORAL:
+        encoding = temporal_encoding(
+            column.type.value, column.time_precision_mode, column.precision
+        )
+        return _field(encoding.physical, column.name, column.optional, name=encoding.logical,
+                      version=1)  # fmt: skip
     physical, logical = _LOGICAL[column.type]
     extra: dict[str, Any] = {"name": logical, "version": 1}
     if column.type is ColumnKind.DECIMAL:

@@ -18,7 +18,12 @@ from cdc import json_bytes
 from cdc.errors import ChangeEventError
 from cdc.events import temporal
 from cdc.events.columns import Column, ColumnKind, TableSpec
-from cdc.events.decimal_codec import decimal_to_base64, decimal_to_bytes, encode_base64
+from cdc.events.decimal_codec import (
+    decimal_to_base64,
+    decimal_to_bytes,
+    encode_base64,
+    unscaled_at,
+)
 from cdc.events.envelope import ChangeEvent, Op
 from cdc.events.json_text import dumps
 from cdc.events.schema_builder import (
@@ -28,6 +33,7 @@ from cdc.events.schema_builder import (
 )
 from cdc.events.source import ReplicatorSource
 from cdc.events.unavailable import PLACEHOLDER_TEXT, UNAVAILABLE
+from cdc.events.value_modes import encode_binary, temporal_encoding
 
 Encoder = Callable[[Any], Any]
 """Turns one non-null Python column value into its JSON value; raises ``ValueError``."""
@@ -89,21 +95,59 @@ def _naive(convert: Callable[[Any], int]) -> Callable[[Any], int]:
     return encode
 
 
+def _in_units(column: Column, to_micros: Callable[[Any], int]) -> Callable[[Any], int]:
+    """Microseconds to the unit of the column's ``time.precision.mode`` and precision; a value
+    finer than that unit is refused, as a decimal with too many digits is."""
+    encoding = temporal_encoding(column.type.value, column.time_precision_mode, column.precision)
+    per_unit, per_micro = encoding.micros_per_unit, encoding.units_per_micro
+    if per_unit == per_micro == 1:
+        return to_micros
+
+    def encode(value: Any) -> int:
+        micros = to_micros(value)
+        if micros % per_unit:
+            raise ValueError(f"{value!r} is finer than the column's {encoding.logical} "
+                             "(milliseconds)")  # fmt: skip
+        return micros // per_unit * per_micro
+
+    return encode
+
+
+def _decimal_encoder(column: Column) -> Encoder:
+    scale = column.scale or 0
+    mode = column.decimal_handling_mode
+    if mode != "precise":
+
+        def exact(value: Decimal | int) -> Decimal:
+            number = Decimal(value)
+            if unscaled_at(number, scale) is None:
+                raise ValueError(f"{value} does not fit scale {scale} exactly")
+            return number
+
+        as_json = (lambda d: format(d, "f")) if mode == "string" else float
+        return _checked((Decimal, int), lambda v: as_json(exact(v)))
+    checked = _checked((Decimal, int), lambda v: encode_base64(decimal_to_bytes(Decimal(v), scale)))
+
+    def encode(value: Any) -> Any:
+        if type(value) is Decimal:  # the common value in one call; others are checked
+            return decimal_to_base64(value, scale)
+        return checked(value)
+
+    return encode
+
+
 def encoder_for(column: Column) -> Encoder:
-    """The encoder of one declared column."""
+    """The encoder of one declared column, in its value modes."""
     kind = column.type
     if kind is ColumnKind.DECIMAL:
-        scale = column.scale or 0
-        checked = _checked(
-            (Decimal, int), lambda v: encode_base64(decimal_to_bytes(Decimal(v), scale))
-        )
-
-        def encode(value: Any) -> Any:
-            if type(value) is Decimal:  # the common value in one call; others are checked
-                return decimal_to_base64(value, scale)
-            return checked(value)
-
-        return encode
+        return _decimal_encoder(column)
+    if kind is ColumnKind.TIMESTAMP:
+        return _checked(datetime, _naive(_in_units(column, temporal.micros_from_datetime)))
+    if kind is ColumnKind.TIME:
+        return _checked(time, _naive(_in_units(column, temporal.micros_from_time)))
+    if kind is ColumnKind.BYTES:
+        mode = column.binary_handling_mode
+        return _checked((bytes, bytearray, memoryview), lambda v: encode_binary(bytes(v), mode))
     return _ENCODERS[kind]
 
 
@@ -122,11 +166,8 @@ _ENCODERS: Mapping[ColumnKind, Encoder] = {
     ColumnKind.FLOAT64: _float,
     ColumnKind.BOOLEAN: _checked(bool, lambda v: v),
     ColumnKind.STRING: _string,
-    ColumnKind.BYTES: _checked((bytes, bytearray, memoryview), lambda v: encode_base64(bytes(v))),
     ColumnKind.DATE: _checked(date, _date),
-    ColumnKind.TIMESTAMP: _checked(datetime, _naive(temporal.micros_from_datetime)),
     ColumnKind.TIMESTAMP_TZ: _checked(datetime, temporal.zoned_text),
-    ColumnKind.TIME: _checked(time, _naive(temporal.micros_from_time)),
     ColumnKind.JSON: dumps,
     ColumnKind.UUID: _checked(uuid.UUID, str),
 }

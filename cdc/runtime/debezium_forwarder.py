@@ -10,7 +10,6 @@ SIGTERM, SIGINT, or when its stdin pipe closes. The only module importing pydbze
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from typing import Any, NoReturn
 from pydbzengine import BasePythonChangeHandler, ChangeEvent, DebeziumJsonEngine
 
 from cdc.errors import SetupError
+from cdc.events.value_modes import decode_binary
 from cdc.runtime import jars
 from cdc.runtime.debezium_capture import MARKER_PREFIX, CaptureOptions
 from cdc.runtime.pg_client import PgEndpoint
@@ -104,6 +104,7 @@ class KafkaForwarder(BasePythonChangeHandler):
 
     def __init__(self, options: CaptureOptions, progress: ProgressLog) -> None:
         self._message_topic = f"{options.topic_prefix}.message"
+        self._binary_mode = options.properties.get("binary.handling.mode", "bytes")
         self._partitions = options.partitions
         self._progress = progress
         self._producer = kafka_client.make_plain_producer(options.bootstrap, {})
@@ -128,7 +129,7 @@ class KafkaForwarder(BasePythonChangeHandler):
                 _text(record.value()),
             )
             if topic == self._message_topic and value is not None and MARKER_PREFIX in str(key):
-                markers.append(_marker(value))
+                markers.append(_marker(value, self._binary_mode))
                 continue
             self._ensure_topic(topic)
             self._producer.produce(
@@ -169,10 +170,12 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _marker(value: str) -> tuple[str, int]:
+def _marker(value: str, binary_mode: Any) -> tuple[str, int]:
+    """The token and LSN of a marker message; its content bytes travel in the capture's
+    ``binary.handling.mode`` (base64 by default, hex, ...)."""
     document = json.loads(value)
     payload = document["payload"] if "schema" in document else document
-    token = base64.b64decode(payload["message"]["content"]).decode()
+    token = decode_binary(payload["message"]["content"], binary_mode).decode()
     return token, int(payload["source"]["lsn"])
 
 

@@ -28,6 +28,7 @@ from cdc.events.decimal_codec import unscaled_at
 from cdc.events.json_text import dumps
 from cdc.events.logical_types import decimal_scale
 from cdc.events.unavailable import PLACEHOLDER_BASE64, PLACEHOLDER_TEXT
+from cdc.events.value_modes import ENCODED_BYTES
 from replay.decode.decimals import decimal_from_base64, decimal_type, variable_scale_text
 from replay.spark import Column, F, T
 
@@ -211,19 +212,41 @@ def _fixed_logical(name: str) -> Codec | None:
     return None
 
 
+def _base64(text: Column) -> Column:
+    return F.try_to_binary(text, F.lit("base64"))
+
+
+def _encoded_bytes(schema: Mapping[str, Any]) -> Codec:
+    """``binary.handling.mode`` base64 / base64-url-safe / hex (the Python path's strictness:
+    hex of even length only)."""
+    mode = (schema.get("parameters") or {}).get("binary.handling.mode")
+    if mode == "hex":
+        convert: Convert = lambda c: F.when(  # noqa: E731
+            F.length(c) % 2 == 0, F.try_to_binary(c, F.lit("hex"))
+        )
+    elif mode == "base64-url-safe":
+        convert = lambda c: _base64(F.translate(c, "-_", "+/"))  # noqa: E731
+    elif mode in ("base64", "bytes"):
+        convert = _base64
+    else:
+        raise UnsupportedSchema(f"{ENCODED_BYTES} with an unknown binary.handling.mode {mode!r}")
+    return Codec(T.StringType(), T.BinaryType(), convert, bytes, True, "string")
+
+
 def compile_codec(schema: Mapping[str, Any], numeric_decimals: bool = False) -> Codec:
     """The codec of one Connect schema; raises ``UnsupportedSchema``."""
     kind, name = schema.get("type"), schema.get("name")
     if name == "org.apache.kafka.connect.data.Decimal":
         return _decimal(schema, numeric_decimals)
+    if name == ENCODED_BYTES:
+        return _encoded_bytes(schema)
     logical = _fixed_logical(name) if isinstance(name, str) else None
     if logical is not None:
         return logical
     if isinstance(kind, str) and kind in _SIMPLE:
         return Codec(_SIMPLE[kind], _SIMPLE[kind], physical=kind)
     if kind == "bytes":
-        return Codec(T.StringType(), T.BinaryType(), lambda c: F.try_to_binary(c, F.lit("base64")),
-                     bytes, True, "bytes")  # fmt: skip
+        return Codec(T.StringType(), T.BinaryType(), _base64, bytes, True, "bytes")
     if kind == "array":
         return _array(compile_codec(schema.get("items") or {}, numeric_decimals))
     if kind == "map":
