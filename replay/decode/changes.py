@@ -44,6 +44,7 @@ from replay.decode.expressions import (
     decode_stages,
 )
 from replay.decode.schema import TopicSchema
+from replay.decode.schema_versions import aligned, schema_hash
 from replay.sinks.protocol import OP, POS
 from replay.spark import Column, DataFrame, F, T
 
@@ -85,12 +86,40 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     topic only the Python path reads (``schema.native`` false)."""
     if not schema.native:
         raise UnsupportedSchema("flat rows (ExtractNewRecordState) decode on the Python path")
+    if schema.versions:
+        return _decode_versions(records, schema, carry)
     stages = decode_stages(schema)
     raw = ["topic", "partition", "offset", "key", "value", *carry]
     parsed = records.where(F.col("value").isNotNull()).select(*raw, stages.parsed)
     envelopes = parsed.where(stages.keep).select(*raw, *stages.envelope)
     converted = envelopes.select("*", *stages.converted)
     return Decoded(converted.select(*stages.decoded, *carry), schema)
+
+
+def _decode_versions(records: DataFrame, schema: TopicSchema, carry: Sequence[str]) -> Decoded:
+    """Each record by its own schema version, aligned to the unified columns (records of no
+    listed version, e.g. without a schema, by the newest)."""
+    hashed = records.withColumn("__schema_hash", schema_hash(F.col("value")))
+    known = [h for h, _, _ in schema.versions]
+    newest = next(v for _, v, strict in reversed(schema.versions) if strict)
+    parts = [(hashed.where(F.col("__schema_hash") == h), v, s) for h, v, s in schema.versions]
+    parts.append((hashed.where(~F.col("__schema_hash").isin(known)), newest, True))
+    frames = []
+    for part, version, strict in parts:
+        decoded = decode_native(part.drop("__schema_hash"), version, carry).all
+        columns, error = aligned(version, schema, strict)
+        own = {c.name for c in version.columns}
+        rest = [c for c in decoded.columns if c not in own and c != ERROR]
+        image = F.when(F.col(OP) == "d", F.lit("before.")).otherwise(F.lit("after."))
+        where = F.concat(F.lit("payload."), image)
+        failed = F.coalesce(F.col(ERROR), F.concat(where, error))
+        frames.append(decoded.select(*columns, *rest, failed.alias(ERROR)))
+    first, *others = frames
+    union = first
+    for frame in others:
+        union = union.unionByName(frame)
+    ordered = [*(c.name for c in schema.columns), *DECODED_META, ERROR, VALUE, *carry]
+    return Decoded(union.select(*(F.col(f"`{c}`") for c in ordered)), schema)
 
 
 def _explainer(table: TableSpec | None) -> Callable[..., Column]:

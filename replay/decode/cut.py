@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from cdc.events.positions import binlog_number as python_binlog_number
 from replay.decode.changes import SOURCE, TXN
 from replay.decode.position import binlog_number, pg_current_lsn
+from replay.decode.schema import SOURCE_TYPE
 from replay.reading.bounds import Bound, BoundKind
-from replay.spark import Column, DataFrame, F
+from replay.spark import Column, DataFrame, F, T
 
 _AFTER_CUT = "__after_cut"
 
@@ -97,3 +98,15 @@ def cut_at(decoded: DataFrame, bound: Bound, straddling: Sequence[str] = ()) -> 
     if straddling:
         kept = kept.where(~F.coalesce(F.col(TXN).isin(*straddling), F.lit(False)))
     return kept.select(*decoded.columns)
+
+
+def records_at_or_before(records: DataFrame, bound: Bound) -> DataFrame:
+    """The raw records (RAW_SCHEMA) of events at or before the cut, judged by their ``source``
+    alone (for what only needs the records up to the cut, e.g. the schema versions; records
+    the cut cannot place are left out here and fail the decoding job itself)."""
+    source = T.StructType([T.StructField("source", SOURCE_TYPE)])
+    layouts = T.StructType([T.StructField("payload", source), T.StructField("source", SOURCE_TYPE)])
+    parsed = F.from_json(F.col("value").cast("string"), layouts)
+    applies, before = _at_or_before(bound)
+    found = records.withColumn(SOURCE, F.coalesce(parsed["payload"]["source"], parsed["source"]))
+    return found.where(applies & before).drop(SOURCE)

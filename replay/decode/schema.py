@@ -77,6 +77,11 @@ class TopicSchema:
     """False for ExtractNewRecordState flat rows, which only the Python path reads."""
     connector: str | None = None
     """The connector of the topic's events (from the sample record), when known."""
+    versions: tuple[tuple[int, TopicSchema, bool], ...] = ()
+    """With schema changes in the range: each value schema's hash, its own decoding plan, and
+    whether its values are checked against the table's columns (false for versions seen only
+    after a point-in-time cut); empty when every record has one schema
+    (``replay.decode.schema_versions``)."""
 
     @classmethod
     def from_connect(

@@ -27,8 +27,9 @@ from replay.decode.compaction import (
     newest_offsets,
     rebuild_table,
 )
-from replay.decode.cut import judged_transactions, straddling
+from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
+from replay.decode.schema_versions import schema_in_range
 from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay, resolve_topics
@@ -69,6 +70,9 @@ class ReplayJob:
     transaction metadata topic: see ``replay.reading.transaction_tail``)."""
     transaction_settle_s: float = 60.0
     """Transactions this much older than the newest metadata record count as complete."""
+    allow_type_rewrite: bool = False
+    """A column narrowed or changed incompatibly mid-stream: cast older values to the new type
+    instead of stopping (``replay.decode.schema_versions``)."""
 
 
 @dataclass
@@ -95,6 +99,7 @@ class ReplayEngine:
     ) -> None:
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
         self._straddling: tuple[str, ...] = ()
+        self._schemas: dict[str, TopicSchema] = {}
         self.tail: TransactionTail | None = None
         """What the last ``run`` held back at the tail."""
 
@@ -117,6 +122,16 @@ class ReplayEngine:
             plan.check_gaps(job.allow_gaps)
         self.tail = self.transaction_tail(job, plans)
         plans = dict(self.tail.plans)
+        self._schemas = {}
+        for topic, plan in plans.items():  # each record decodes by its own schema version
+            if plan.span:
+                base = self._schema(topic, job.declared.get(topic))
+                records = read_records(self.spark, self.stream.url, plan)
+                cut = job.stop.is_source_position  # the columns the table had at the cut
+                self._schemas[topic] = schema_in_range(
+                    topic, records, base, allow_rewrite=job.allow_type_rewrite,
+                    up_to_cut=records_at_or_before(records, job.stop) if cut else None,
+                )  # fmt: skip
         self._straddling = self._straddling_transactions(job, plans)
         return [self._run_topic(job, topic, plan) for topic, plan in plans.items()]
 
@@ -195,7 +210,10 @@ class ReplayEngine:
         self.progress(progress_of(topic, started, start, current, stops, ends))
 
     def _schema(self, topic: str, declared: DeclaredTable | None) -> TopicSchema:
-        """How the topic decodes: the schema of its newest change event, else ``declared``."""
+        """How the topic decodes: its schema versions in this run's range, else the schema of
+        its newest change event, else ``declared``."""
+        if topic in self._schemas:
+            return self._schemas[topic]
         newest = None
         for partition in range(self.stream.partition_count(topic)):
             bounds = self.stream.bounds(topic, partition)

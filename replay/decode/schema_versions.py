@@ -1,0 +1,217 @@
+"""Schema changes mid-stream: every record decoded by its own Connect schema.
+
+A table captured while it changes (``ALTER TABLE``) has records of several schemas in one topic.
+``find_versions`` lists the distinct schemas of a range of records (one Spark aggregation of a
+hash of each record's ``schema`` text); ``versioned_schema`` builds the topic's decoding plan
+from them: the columns of the newest schema in the range (a point-in-time cut has the columns
+the table had at the cut), each with a type that holds every version's values, and the schema
+of each version to decode its own records (``decode_native`` splits by version). Rules:
+
+- a column a record's schema lacks reads the default it was added with (``ADD COLUMN ... NOT
+  NULL DEFAULT x``: the database filled its rows without change events), else NULL;
+- a widening (``int`` -> ``bigint``, a decimal gaining scale or digits, ``real`` -> ``double``)
+  reads older values exactly in the new type;
+- a narrowing or incompatible change stops the run naming topic, column, both types and where
+  the change is, unless ``allow_rewrite``: older values are then cast to the new type, as the
+  database rewrote them (a value that does not cast is a bad record);
+- a column dropped from the newest schema is not in the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cdc.errors import UserError
+from cdc.events.json_text import loads
+from replay.decode.connect_types import UnsupportedSchema
+from replay.decode.schema import ColumnSpec, TopicSchema
+from replay.spark import Column, DataFrame, F, T
+
+_HEAD = '{"schema":'
+_DELIMITER = ',"payload":'
+
+
+class SchemaChangeError(UserError):
+    """A column changed type in a way a mirror cannot follow exactly."""
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One distinct value schema of a topic: its hash, the decoding plan, and where it is
+    first and last seen (``partition:offset``)."""
+
+    hash: int
+    schema: TopicSchema
+    first: str
+    last: str
+
+
+def schema_hash(value: Column) -> Column:
+    """The hash of a record's ``schema`` text (JsonConverter writes it before the payload);
+    0 for a value without one."""
+    text = value.cast("string")
+    head = F.substring_index(text, _DELIMITER, 1)
+    return F.when(text.startswith(_HEAD), F.xxhash64(head)).otherwise(F.lit(0).cast("long"))
+
+
+def find_versions(
+    records: DataFrame, base: TopicSchema, *, numeric_decimals: bool = False
+) -> list[SchemaVersion]:
+    """The distinct value schemas of ``records`` (RAW_SCHEMA), oldest first (by the newest
+    timestamp at which each is seen); records without a schema are left out."""
+    hashed = records.where(F.col("value").isNotNull()).select(
+        schema_hash(F.col("value")).alias("h"),
+        F.struct("timestamp_ms", "partition", "offset").alias("at"),
+        F.col("value"),
+    )
+    rows = (
+        hashed.where(F.col("h") != 0)
+        .groupBy("h")
+        .agg(F.min("at").alias("first"), F.max("at").alias("last"), F.first("value").alias("v"))
+        .collect()
+    )
+    versions: list[SchemaVersion] = []
+    for row in sorted(rows, key=lambda r: tuple(r["last"])):
+        head = bytes(row["v"]).decode().split(_DELIMITER, 1)[0] + "}"
+        envelope = loads(head)["schema"]
+        found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric_decimals)
+        first, last = (f"partition {p['partition']} offset {p['offset']}"
+                       for p in (row["first"], row["last"]))  # fmt: skip
+        own = replace(found, key=base.key, connector=base.connector)
+        versions.append(SchemaVersion(int(row["h"]), own, first, last))
+    return versions
+
+
+def schema_in_range(
+    topic: str, records: DataFrame, base: TopicSchema, *, up_to_cut: DataFrame | None = None,
+    allow_rewrite: bool = False,
+) -> TopicSchema:  # fmt: skip
+    """How ``records`` (a range of ``topic``) decode, given ``base`` from its newest record:
+    ``base`` itself for declared (schemaless) and flat topics, else by ``versioned_schema``;
+    ``up_to_cut``: the records at or before a point-in-time cut, whose newest schema gives the
+    table's columns (later versions still decode, to place their events after the cut)."""
+    if base.table is not None or not base.native:
+        return base
+    numeric = any(isinstance(c.codec.raw, T.DecimalType) for c in base.columns)
+    versions = find_versions(records, base, numeric_decimals=numeric)
+    before = None
+    if up_to_cut is not None and len(versions) > 1:
+        seen = up_to_cut.select(schema_hash(F.col("value")).alias("h")).distinct().collect()
+        before = frozenset(int(row["h"]) for row in seen)
+    return versioned_schema(topic, base, versions, allow_rewrite=allow_rewrite, before=before)
+
+
+def versioned_schema(
+    topic: str, base: TopicSchema, versions: Sequence[SchemaVersion], *,
+    allow_rewrite: bool = False, before: frozenset[int] | None = None,
+) -> TopicSchema:  # fmt: skip
+    """``base`` when the records have one schema; else the plan described in the module doc
+    (with ``before``, the hashes seen at or before a cut: only those versions shape the table;
+    the others decode leniently, as their events are after the cut)."""
+    if len(versions) < 2:
+        return base
+    shaping = [v for v in versions if before is None or v.hash in before] or list(versions)
+    newest = shaping[-1]
+    columns = []
+    for column in newest.schema.columns:
+        target = column.codec.spark
+        default = None
+        for version in shaping[:-1]:
+            old = {c.name: c for c in version.schema.columns}.get(column.name)
+            if old is None:
+                continue
+            target = _common(topic, column.name, old.codec.spark, target, version, allow_rewrite)
+        for version in shaping:  # the default of the first version that has the column
+            found = {c.name: c for c in version.schema.columns}.get(column.name)
+            if found is not None:
+                default = found
+                break
+        codec = replace(column.codec, spark=target)
+        columns.append(ColumnSpec(column.name, codec, column.optional,
+                                  None if default is None else default.default))  # fmt: skip
+    parts = tuple((v.hash, v.schema, v in shaping) for v in versions)
+    return replace(newest.schema, columns=tuple(columns), versions=parts, key=base.key)
+
+
+def _common(
+    topic: str, name: str, old: T.DataType, new: T.DataType, at: SchemaVersion, rewrite: bool
+) -> T.DataType:
+    """The type holding ``old`` and ``new`` values, or ``new`` when a rewrite is allowed."""
+    if old == new:
+        return new
+    widened = _widened(old, new)
+    if widened is not None:
+        return widened
+    if rewrite:
+        return new
+    raise SchemaChangeError(
+        f"topic {topic}: column {name} changed from {old.simpleString()} to "
+        f"{new.simpleString()} after {at.last}: not a widening, so the database rewrote its "
+        "rows without change events and a mirror cannot follow exactly; replay with "
+        "--allow-type-rewrite to cast the older values to the new type"
+    )
+
+
+_INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+_INTEGRAL_ORDER = ("tinyint", "smallint", "int", "bigint")
+
+
+def _widened(old: T.DataType, new: T.DataType) -> T.DataType | None:
+    old_name, new_name = old.simpleString(), new.simpleString()
+    if old_name in _INTEGRAL_ORDER and new_name in _INTEGRAL_ORDER:
+        return new if _INTEGRAL_ORDER.index(new_name) >= _INTEGRAL_ORDER.index(old_name) else None
+    if isinstance(new, T.DoubleType) and isinstance(old, T.FloatType | T.IntegralType):
+        return new
+    if isinstance(new, T.DecimalType):
+        if old_name in _INTEGRAL_DIGITS:
+            old = T.DecimalType(_INTEGRAL_DIGITS[old_name], 0)
+        if not isinstance(old, T.DecimalType):
+            return None
+        whole = max(old.precision - old.scale, new.precision - new.scale)
+        if new.scale < old.scale or new.precision - new.scale < old.precision - old.scale:
+            return None
+        return T.DecimalType(min(whole + new.scale, 38), new.scale)
+    return None
+
+
+def aligned(
+    version: TopicSchema, unified: TopicSchema, strict: bool = True
+) -> tuple[list[Column], Column]:
+    """The unified table columns of a frame decoded by ``version`` (cast to the unified type,
+    or the column's default, else NULL, where the version lacks it), and the error text of a
+    rewritten value that does not cast (null where none; always with ``strict`` false)."""
+    own = {c.name: c for c in version.columns}
+    out, errors = [], []
+    for column in unified.columns:
+        target = column.codec.spark
+        mine = own.get(column.name)
+        if mine is None:
+            out.append(_default_of(column).cast(target).alias(column.name))
+            continue
+        value = F.col(_quote(column.name))
+        cast = value.try_cast(target)
+        out.append(cast.alias(column.name))
+        if strict and mine.codec.spark != target and _widened(mine.codec.spark, target) is None:
+            text = f"{column.name}: {mine.codec.spark.simpleString()} value does not cast to "
+            errors.append(F.when(value.isNotNull() & cast.isNull(),
+                                 F.lit(text + target.simpleString())))  # fmt: skip
+    return out, F.coalesce(*errors) if errors else F.lit(None).cast("string")
+
+
+def _default_of(column: ColumnSpec) -> Column:
+    if column.default is None or isinstance(column.default, Mapping | list):
+        return F.lit(None)
+    raw: Any = column.default
+    return column.codec.convert(F.lit(raw).try_cast(column.codec.raw))
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+__all__ = [
+    "SchemaChangeError", "SchemaVersion", "UnsupportedSchema", "aligned", "find_versions",
+    "schema_hash", "schema_in_range", "versioned_schema",
+]  # fmt: skip
