@@ -33,9 +33,12 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
                    "| lsn:X/Y | binlog:file:pos | txn:<processor>:<seq> (inclusive)")  # fmt: skip
     p.add_argument("--into", help="build this new table (point in time) instead of the topic's")
     p.add_argument("--schema", help="JSON file declaring the tables of schemaless topics "
-                   "(columns, key, decimal.handling.mode)")  # fmt: skip
+                   "(columns, key, value modes)")  # fmt: skip
     p.add_argument("--on-error", choices=("fail", "dead-letter"), default="fail")
     p.add_argument("--allow-gaps", action="store_true", help="replay despite detected gaps")
+    p.add_argument("--allow-type-rewrite", action="store_true",
+                   help="a column narrowed or retyped mid-stream: cast older values to the new "
+                   "type instead of stopping")  # fmt: skip
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     add_follow_arguments(p)
     p.add_argument("--batch-offsets", type=int, default=2_000_000)
@@ -86,7 +89,7 @@ def run_replay(args: argparse.Namespace) -> int:
         topics, start=parse_bound(args.start, stop=False), stop=stop,
         into=into, on_error=args.on_error, allow_gaps=args.allow_gaps,
         batch_offsets=args.batch_offsets, declared=declared, whole_transactions=not args.per_event,
-        transaction_settle_s=args.transaction_settle,
+        transaction_settle_s=args.transaction_settle, allow_type_rewrite=args.allow_type_rewrite,
     )  # fmt: skip
     sink_path(args.sink)
     stream = open_stream(args.stream)

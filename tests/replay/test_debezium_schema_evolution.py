@@ -60,8 +60,9 @@ def evolved(
     postgres: LocalPostgres, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Evolved]:
     dsn = postgres.create_database(f"evolve_{uuid.uuid4().hex[:8]}")
-    options = CaptureOptions(pg_dsn=dsn, bootstrap=kafka_bootstrap,
-                             topic_prefix=f"pgevolve-{uuid.uuid4().hex[:8]}", tables=(TABLE,))  # fmt: skip
+    prefix = f"pgevolve-{uuid.uuid4().hex[:8]}"
+    options = CaptureOptions(pg_dsn=dsn, bootstrap=kafka_bootstrap, topic_prefix=prefix,
+                             tables=(TABLE,))  # fmt: skip
     conn = pg_client.connect(dsn)
     rng = random.Random(19)
     conn.execute(
