@@ -69,7 +69,10 @@ def evolved(
         "CREATE TABLE items (id integer PRIMARY KEY, qty integer NOT NULL, price numeric(10,2),"
         " note text)"
     )
-    money = lambda: Decimal(rng.randrange(-(10**6), 10**6)) / 100  # noqa: E731
+
+    def money() -> Decimal:
+        return Decimal(rng.randrange(-(10**6), 10**6)) / 100
+
     for key in range(1, 31):  # read by the snapshot
         conn.execute(
             "INSERT INTO items VALUES (%s, %s, %s, %s)", (key, key * 3, money(), f"n{key}")
