@@ -27,7 +27,7 @@ from cdc.errors import UserError
 from cdc.events.json_text import loads
 from replay.decode.connect_types import UnsupportedSchema
 from replay.decode.schema import ColumnSpec, TopicSchema
-from replay.spark import Column, DataFrame, F, T
+from replay.spark import Column, DataFrame, F, SparkSession, T
 
 _HEAD = '{"schema":'
 _DELIMITER = ',"payload":'
@@ -107,11 +107,14 @@ def versioned_schema(
     topic: str, base: TopicSchema, versions: Sequence[SchemaVersion], *,
     allow_rewrite: bool = False, before: frozenset[int] | None = None,
 ) -> TopicSchema:  # fmt: skip
-    """``base`` when the records have one schema; else the plan described in the module doc
+    """The range's schema when its records have one (``base`` when none has a schema); else
+    the plan described in the module doc
     (with ``before``, the hashes seen at or before a cut: only those versions shape the table;
     the others decode leniently, as their events are after the cut)."""
-    if len(versions) < 2:
+    if not versions:
         return base
+    if len(versions) == 1:  # the range's own schema, which may be older than the topic's newest
+        return versions[0].schema
     shaping = [v for v in versions if before is None or v.hash in before] or list(versions)
     newest = shaping[-1]
     columns = []
@@ -201,6 +204,34 @@ def aligned(
     return out, F.coalesce(*errors) if errors else F.lit(None).cast("string")
 
 
+def retyped_columns(schema: TopicSchema) -> dict[str, list[str]]:
+    """The columns whose type differs between the schema versions that shape the table, with
+    their types in order (a projection over such a column must not mix them silently)."""
+    found: dict[str, list[str]] = {}
+    for _, version, shaping in schema.versions:
+        if not shaping:
+            continue
+        for column in version.columns:
+            kind = column.codec.spark.simpleString()
+            seen = found.setdefault(column.name, [])
+            if not seen or seen[-1] != kind:
+                seen.append(kind)
+    return {name: kinds for name, kinds in found.items() if len(kinds) > 1}
+
+
+def column_defaults(spark: SparkSession, schema: TopicSchema) -> dict[str, Any]:
+    """The decoded default of each column that has one, when the range has schema versions
+    (what a sink fills an added column's existing rows with); empty otherwise."""
+    if not schema.versions:
+        return {}
+    having = [c for c in schema.columns if c.default is not None]
+    if not having:
+        return {}
+    values = [_default_of(c).cast(c.codec.spark).alias(c.name) for c in having]
+    row = spark.range(1).select(*values).first()
+    return {} if row is None else {k: v for k, v in row.asDict().items() if v is not None}
+
+
 def _default_of(column: ColumnSpec) -> Column:
     if column.default is None or isinstance(column.default, Mapping | list):
         return F.lit(None)
@@ -213,6 +244,6 @@ def _quote(name: str) -> str:
 
 
 __all__ = [
-    "SchemaChangeError", "SchemaVersion", "UnsupportedSchema", "aligned", "find_versions",
-    "schema_hash", "schema_in_range", "versioned_schema",
+    "SchemaChangeError", "SchemaVersion", "UnsupportedSchema", "aligned", "column_defaults",
+    "find_versions", "retyped_columns", "schema_hash", "schema_in_range", "versioned_schema",
 ]  # fmt: skip

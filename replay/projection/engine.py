@@ -32,6 +32,7 @@ from replay.decode.batch import batch_changes, truncates_decoded
 from replay.decode.changes import OFFSET, PARTITION, TXN, decode_native
 from replay.decode.compaction import Truncate
 from replay.decode.schema import TopicSchema
+from replay.decode.schema_versions import retyped_columns, schema_in_range
 from replay.projection.driver_folds import MemoryProjection, delta_frame, memory_schema
 from replay.projection.store import ProjectionStore, projection_store
 from replay.reading.bounds import Bound, BoundKind
@@ -207,12 +208,21 @@ class ProjectionEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         """Apply one batch; ``truncates``: the batch's, when the run found them already."""
         plan, mirror = self.sql_plan(job)
+        records = read_records(self.spark, self.stream.url, batch)
+        schema = schema_in_range(job.topic, records, schema)  # each record by its own schema
         missing = [c for c in mirror.all_columns if c not in {s.name for s in schema.columns}]
         if missing:
             raise ProjectionError(
                 f"projection {job.name}: topic {job.topic} has no column {missing[0]}"
+                + (" (dropped from the source table)" if schema.versions else "")
             )
-        records = read_records(self.spark, self.stream.url, batch)
+        for name, types in retyped_columns(schema).items():
+            if name in mirror.all_columns:
+                raise ProjectionError(
+                    f"projection {job.name}: column {name} of topic {job.topic} changed type "
+                    f"({' -> '.join(types)}) in offsets {_ranges_text(batch)}: build a new "
+                    "version of the projection over the new type"
+                )
         decoded = decode_native(records, schema)
         decoded.all.persist()  # read and decoded once: truncates, bad records, the write
         try:
@@ -260,7 +270,9 @@ class ProjectionEngine:
 
     def _decoded(self, schema: TopicSchema, plan: ReplayPlan) -> tuple[list[dict[str, Any]], Any]:
         """Every change of ``plan`` as dicts (table columns, ``__op``, ``__pos``), in order."""
-        decoded = decode_native(read_records(self.spark, self.stream.url, plan), schema)
+        records = read_records(self.spark, self.stream.url, plan)
+        schema = schema_in_range(plan.ranges[0].tp.topic, records, schema)
+        decoded = decode_native(records, schema)
         handle_bad_records(self.sink, decoded.bad, "fail", plan.stop_positions, "projection")
         columns = [c.name for c in schema.columns]
         frame = decoded.good.select(*columns, OP, POS, TXN, PARTITION, OFFSET)
@@ -269,3 +281,7 @@ class ProjectionEngine:
             key=lambda r: (r[POS], r[PARTITION], r[OFFSET]),
         )
         return rows, frame.schema
+
+
+def _ranges_text(plan: ReplayPlan) -> str:
+    return ", ".join(f"{r.tp.topic}:{r.tp.partition}:{r.start}-{r.stop}" for r in plan.ranges)

@@ -32,6 +32,7 @@ from delta.tables import DeltaTable
 
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
+from replay.sinks.delta_evolution import evolved_rows
 from replay.sinks.delta_log import commit_versions, read_ledger
 from replay.sinks.ledger import (
     VersionUnavailableError,
@@ -128,7 +129,13 @@ class DeltaSink:
             else:
                 if deletes or not self._exists(rules.tombstones_table(spec.name)):
                     self._merge_tombstones(spec, deleted, meta)
-                self._merge_table(spec, data, changes, meta, seq)
+                current = self.spark.read.format("delta").load(self._path(spec.name))
+                wanted = [(f.name, f.dataType) for f in changes.select(*map(_col, data)).schema]
+                if [(f.name, f.dataType) for f in current.drop(POS).schema] != wanted:
+                    evolved = evolved_rows(spec, current, self._applicable(spec, changes), wanted)
+                    self._overwrite(spec.name, evolved, meta, seq)
+                else:
+                    self._merge_table(spec, data, changes, meta, seq)
             return self._committed(spec.name, meta, base)
         finally:
             changes.unpersist()
@@ -163,18 +170,20 @@ class DeltaSink:
                 .execute()
             )
 
-    def _merge_table(
-        self, spec: TableSpec, data: list[str], changes: DataFrame, meta: str, seq: int
-    ) -> None:
-        """One MERGE of the batch, minus upserts older than their key's tombstone."""
+    def _applicable(self, spec: TableSpec, changes: DataFrame) -> DataFrame:
+        """The batch minus upserts older than their key's tombstone."""
         tombstones = (
             self.spark.read.format("delta")
             .load(self._path(rules.tombstones_table(spec.name)))
             .select(*map(_col, spec.primary_key), F.col(POS).alias(rules.TOMBSTONE_POS))
         )
-        source = changes.join(tombstones, list(spec.primary_key), "left").filter(
-            rules.NOT_TOMBSTONED
-        )
+        return changes.join(tombstones, list(spec.primary_key), "left").filter(rules.NOT_TOMBSTONED)
+
+    def _merge_table(
+        self, spec: TableSpec, data: list[str], changes: DataFrame, meta: str, seq: int
+    ) -> None:
+        """One MERGE of the batch, minus upserts older than their key's tombstone."""
+        source = self._applicable(spec, changes)
         values: dict[str, str | Column] = {_quote(c): f"s.{_quote(c)}" for c in [*data, POS]}
         confs = {TXN_APP_ID: _app_id(spec.name), TXN_VERSION: str(seq), USER_METADATA: meta}
         with _session_confs(self.spark, confs):

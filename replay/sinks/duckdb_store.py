@@ -108,6 +108,7 @@ class DuckDBStore:
             record = self._plan(spec.name, "merge", positions)
             if record is None:
                 return None
+            self._evolve(spec, columns, schema)
             self._create(spec, columns, replace=False)
             table, tombs = quote(spec.name), quote(rules.tombstones_table(spec.name))
             self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {_BATCH} AS {source}")
@@ -150,6 +151,42 @@ class DuckDBStore:
             raise ValueError(f"table name {table!r} is reserved for the sink's own tables")
         entries = self.history(table)
         return plan_positions(table, mode, entries[-1].positions if entries else None, positions)
+
+    def _evolve(self, spec: TableSpec, columns: Columns, schema: str) -> None:
+        """The table (and its tombstones) rewritten to ``columns`` when the batch's schema
+        differs from the one the table was written with, in the write's transaction: kept
+        columns cast (widened) to their new type, added ones filled with ``spec.defaults`` or
+        NULL, dropped ones gone."""
+        stored = self.spark_schema(spec.name)
+        if stored is None or stored == schema or not table_exists(self.conn, spec.name):
+            return
+        kept = {f["name"] for f in json.loads(stored)["fields"]}
+        types = dict(columns)
+        names = [c for c, _ in columns]
+        for name, body in (
+            (spec.name, names),
+            (rules.tombstones_table(spec.name), list(spec.primary_key)),
+        ):
+            values, params = [], []
+            for column in body:
+                if column in kept:
+                    values.append(f"CAST({quote(column)} AS {types[column]})")
+                elif column in spec.defaults:
+                    values.append(f"CAST(? AS {types[column]})")
+                    params.append(spec.defaults[column])
+                else:
+                    values.append(f"CAST(NULL AS {types[column]})")
+            evolving = quote(f"{name}__evolving")
+            defs = ", ".join(f"{quote(c)} {types[c]}" for c in body)
+            keys = ", ".join(quote(k) for k in spec.primary_key)
+            self.conn.execute(f"CREATE TABLE {evolving} ({defs}, {POS} VARCHAR, "
+                              f"PRIMARY KEY ({keys}))")  # fmt: skip
+            self.conn.execute(
+                f"INSERT INTO {evolving} SELECT {', '.join(values)}, {POS} FROM {quote(name)}",
+                params,
+            )
+            self.conn.execute(f"DROP TABLE {quote(name)}")
+            self.conn.execute(f"ALTER TABLE {evolving} RENAME TO {quote(name)}")
 
     def _create(self, spec: TableSpec, columns: Columns, *, replace: bool) -> None:
         keys = ", ".join(quote(k) for k in spec.primary_key)

@@ -45,6 +45,10 @@ class TableSpec:
     name: str
     primary_key: tuple[str, ...]
     properties: Mapping[str, str] = field(default_factory=dict)
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    """Values of columns added to the source table with a default: when a merge brings a
+    column the table lacks, its existing rows take this value (else NULL), as the database's
+    rows did (``ADD COLUMN ... DEFAULT x`` fills them without change events)."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from replay.decode.compaction import (
 )
 from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
-from replay.decode.schema_versions import schema_in_range
+from replay.decode.schema_versions import column_defaults, schema_in_range
 from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay, resolve_topics
@@ -169,7 +169,7 @@ class ReplayEngine:
         started = time.monotonic()
         self._report(topic, started, plan, plan)
         schema = self._schema(topic, job.declared.get(topic))
-        spec = TableSpec(table, schema.primary_key)
+        spec = TableSpec(table, schema.primary_key, defaults=column_defaults(self.spark, schema))
         ledger = self.sink.positions(table)
         from_start = all(r.start <= r.log_start for r in plan.ranges)
         if not ledger and from_start:

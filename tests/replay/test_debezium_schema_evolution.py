@@ -23,7 +23,10 @@ import pytest
 from cdc.runtime import pg_client
 from cdc.runtime.debezium_capture import CaptureOptions, DebeziumCapture
 from cdc.runtime.postgres import LocalPostgres
+from cdc.streams.kafka_stream import KafkaEventStream
 from replay.cli.main import main
+from replay.projection.engine import ProjectionEngine
+from replay.projection.versions import ProjectionVersions
 from replay.sinks.registry import open_sink
 from replay.tables.engine import target_table
 
@@ -139,3 +142,47 @@ def test_a_rebuild_and_a_cut_between_changes_equal_the_database(
     cut = ["--until", f"lsn:{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}", "--into", "items_at_cut"]
     assert main(["replay", *stream, "--topics", evolved.topic, *cut]) == 0
     assert_same(_replica(spark, sink_url, "items_at_cut"), evolved.at_cut, f"{kind} at the cut")
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "delta"])
+def test_catch_ups_across_the_changes_evolve_the_replica(
+    evolved: Evolved, spark: Any, kafka_bootstrap: str, tmp_path: Path, kind: str
+) -> None:
+    sink_url = f"{kind}://{tmp_path}/mirror" + (".duckdb" if kind == "duckdb" else "")
+    stream = ["--stream", f"kafka://{kafka_bootstrap}", "--sink", sink_url]
+    table = target_table(evolved.topic)
+    # before any change; then across both ADD COLUMNs; then across the type changes and the DROP
+    for stop in (f"{evolved.topic}:0:60", f"{evolved.topic}:0:72", "latest"):
+        assert main(["replay", *stream, "--topics", evolved.topic, "--until", stop]) == 0
+        if stop.endswith(":60"):
+            assert "rank" not in _replica(spark, sink_url, table)[1]
+    assert_same(_replica(spark, sink_url, table), evolved.end, f"{kind} caught up")
+
+
+def test_projections_keep_their_unchanged_columns_and_refuse_changed_ones(
+    evolved: Evolved, spark: Any, kafka_bootstrap: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    stream = ["--stream", f"kafka://{kafka_bootstrap}", "--topic", evolved.topic]
+    sink_url = f"duckdb://{tmp_path}/projections.duckdb"
+    colors = "CREATE TABLE colors AS SELECT color, count(*) AS n FROM items GROUP BY color"
+    assert main(["project", *stream, "--sink", sink_url, "--sql", colors]) == 0
+    stream_, sink = KafkaEventStream(kafka_bootstrap), open_sink(sink_url, spark)
+    try:
+        versions = ProjectionVersions(ProjectionEngine(spark, stream_, sink), "colors")
+        projected = {row[0]: row[1] for row in versions.rows()}
+    finally:
+        sink.close()
+        stream_.close()
+    expected: dict[Any, int] = {}
+    for row in evolved.end.values():
+        expected[row["color"]] = expected.get(row["color"], 0) + 1
+    assert projected == expected
+    capsys.readouterr()
+    retyped = "CREATE TABLE stock AS SELECT sum(qty) AS q FROM items"
+    assert main(["project", *stream, "--sink", sink_url, "--sql", retyped]) == 2
+    err = capsys.readouterr().err
+    assert "column qty of topic" in err and "changed type (int -> bigint)" in err, err
+    dropped = "CREATE TABLE notes AS SELECT note, count(*) AS n FROM items GROUP BY note"
+    assert main(["project", *stream, "--sink", sink_url, "--sql", dropped]) == 2
+    assert "has no column note (dropped from the source table)" in capsys.readouterr().err
