@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from replay.sinks import merge_rules as rules
+from replay.sinks.ledger import UncastableValuesError
 from replay.sinks.protocol import POS, TableSpec
 from replay.spark import Column, DataFrame, F, T
 
@@ -28,7 +29,7 @@ def evolved_rows(
     brought = []
     for name, kind in columns:
         if name in kept:
-            value = _col(name).cast(kind)
+            value = _col(name).cast(kind)  # check_casts first: all values cast
         elif name in spec.defaults:
             value = F.lit(spec.defaults[name]).cast(kind)
         else:
@@ -50,6 +51,26 @@ def evolved_rows(
     return joined.where(take_batch | keep_table).select(
         *(value.alias(n) for value, n in zip(picked, names, strict=True))
     )
+
+
+def check_casts(
+    spec: TableSpec, current: DataFrame, columns: Sequence[tuple[str, T.DataType]]
+) -> None:
+    """Raise ``UncastableValuesError`` when a kept column's stored values do not all cast to
+    its new type (one aggregation, only over the retyped columns)."""
+    old = {f.name: f.dataType for f in current.schema.fields}
+    retyped = [(n, k) for n, k in columns if n in old and old[n] != k]
+    if not retyped:
+        return
+    counts = current.select(
+        *(F.count(F.when(_col(n).isNotNull() & _col(n).try_cast(k).isNull(), 1)).alias(n)
+          for n, k in retyped)
+    ).first()  # fmt: skip
+    for name, kind in retyped:
+        if counts is not None and counts[name]:
+            raise UncastableValuesError(
+                spec.name, name, old[name].simpleString(), kind.simpleString()
+            )
 
 
 def _col(name: str) -> Column:

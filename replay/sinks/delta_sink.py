@@ -32,7 +32,7 @@ from delta.tables import DeltaTable
 
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
-from replay.sinks.delta_evolution import evolved_rows
+from replay.sinks.delta_evolution import check_casts, evolved_rows
 from replay.sinks.delta_log import commit_versions, read_ledger
 from replay.sinks.ledger import (
     VersionUnavailableError,
@@ -132,6 +132,7 @@ class DeltaSink:
                 current = self.spark.read.format("delta").load(self._path(spec.name))
                 wanted = [(f.name, f.dataType) for f in changes.select(*map(_col, data)).schema]
                 if [(f.name, f.dataType) for f in current.drop(POS).schema] != wanted:
+                    check_casts(spec, current, wanted)
                     evolved = evolved_rows(spec, current, self._applicable(spec, changes), wanted)
                     self._overwrite(spec.name, evolved, meta, seq)
                 else:

@@ -17,7 +17,7 @@ from typing import Any
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
 from replay.sinks.duckdb_files import table_exists
-from replay.sinks.ledger import now_ms, plan_positions
+from replay.sinks.ledger import UncastableValuesError, now_ms, plan_positions
 from replay.sinks.protocol import OP, OP_DELETE, POS, TRUNCATED, LedgerEntry, Positions, TableSpec
 
 LEDGER = "_replicator_ledger"
@@ -170,6 +170,7 @@ class DuckDBStore:
             values, params = [], []
             for column in body:
                 if column in kept:
+                    self._check_cast(name, column, types[column])
                     values.append(f"CAST({quote(column)} AS {types[column]})")
                 elif column in spec.defaults:
                     values.append(f"CAST(? AS {types[column]})")
@@ -187,6 +188,16 @@ class DuckDBStore:
             )
             self.conn.execute(f"DROP TABLE {quote(name)}")
             self.conn.execute(f"ALTER TABLE {evolving} RENAME TO {quote(name)}")
+
+    def _check_cast(self, table: str, column: str, kind: str) -> None:
+        """Raise ``UncastableValuesError`` when a stored value of ``column`` does not cast."""
+        name = quote(column)
+        row = self.conn.execute(
+            f"SELECT any_value(typeof({name})), count(*) FROM {quote(table)}"
+            f" WHERE {name} IS NOT NULL AND TRY_CAST({name} AS {kind}) IS NULL"
+        ).fetchone()
+        if row and row[1]:
+            raise UncastableValuesError(table, column, str(row[0]), kind)
 
     def _create(self, spec: TableSpec, columns: Columns, *, replace: bool) -> None:
         keys = ", ".join(quote(k) for k in spec.primary_key)

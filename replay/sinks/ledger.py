@@ -36,6 +36,16 @@ class PositionsRegressedError(UserError, ValueError):
         )
 
 
+class UncastableValuesError(UserError, ValueError):
+    """A table's existing rows hold values its source's new column type cannot take."""
+
+    def __init__(self, table: str, column: str, old: str, new: str) -> None:
+        super().__init__(
+            f"table {table}: column {column} holds values that do not cast from {old} to {new} "
+            "(the source rewrote them): rebuild the table from the log start"
+        )
+
+
 class VersionUnavailableError(UserError, LookupError):
     """The requested table, or version of it, is not available in the sink."""
 
