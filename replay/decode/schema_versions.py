@@ -48,12 +48,20 @@ class SchemaVersion:
     last: str
 
 
+_SPACED = r'(?s)^\{\s*"schema"\s*:(.*?),\s*"payload"\s*:'
+
+
 def schema_hash(value: Column) -> Column:
-    """The hash of a record's ``schema`` text (JsonConverter writes it before the payload);
-    0 for a value without one."""
+    """The hash of a record's ``schema`` text (JsonConverter writes it first, compact; other
+    writers may add spaces); 0 for a value without one."""
     text = value.cast("string")
-    head = F.substring_index(text, _DELIMITER, 1)
-    return F.when(text.startswith(_HEAD), F.xxhash64(head)).otherwise(F.lit(0).cast("long"))
+    compact = F.substring_index(text, _DELIMITER, 1)
+    spaced = F.regexp_extract(text, _SPACED, 1)
+    return (
+        F.when(text.startswith(_HEAD + "{"), F.xxhash64(compact))
+        .when(spaced != "", F.xxhash64(spaced))
+        .otherwise(F.lit(0).cast("long"))
+    )
 
 
 def find_versions(
@@ -74,8 +82,7 @@ def find_versions(
     )
     versions: list[SchemaVersion] = []
     for row in sorted(rows, key=lambda r: tuple(r["last"])):
-        head = bytes(row["v"]).decode().split(_DELIMITER, 1)[0] + "}"
-        envelope = loads(head)["schema"]
+        envelope = loads(bytes(row["v"]).decode())["schema"]
         found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric_decimals)
         first, last = (f"partition {p['partition']} offset {p['offset']}"
                        for p in (row["first"], row["last"]))  # fmt: skip

@@ -42,6 +42,9 @@ from tests.replay.test_debezium_mirror import State, assert_rows_equal, database
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
+SETTLE = ("--transaction-settle", "3600")
+"""The copies get new timestamps step by step; a step on a loaded machine may take longer than
+the default window, which would then count the held transaction as settled."""
 ACTIVE = (
     "CREATE TABLE active_accounts AS SELECT active, count(*) AS n FROM accounts GROUP BY active"
 )
@@ -113,7 +116,8 @@ def _copy(stream: KafkaEventStream, records: list[tuple[str, StreamRecord]]) -> 
 
 def _mirror(kafka: str, sink_url: str, spark: Any, prefix: str, *extra: str) -> State:
     pattern = prefix.replace("-", "\\-") + r"\.public\..*"
-    argv = ["replay", "--stream", f"kafka://{kafka}", "--sink", sink_url, "--topics", pattern]
+    argv = ["replay", "--stream", f"kafka://{kafka}", "--sink", sink_url, "--topics", pattern,
+            *SETTLE]  # fmt: skip
     assert main([*argv, *extra]) == 0
     sink = open_sink(sink_url, spark)
     try:
@@ -130,7 +134,8 @@ def _active(state: State) -> list[tuple[Any, int]]:
 
 
 def _project(kafka: str, sink_url: str, spark: Any, topic: str) -> list[tuple[Any, ...]]:
-    argv = ["project", "--stream", f"kafka://{kafka}", "--sink", sink_url, "--sql", ACTIVE]
+    argv = ["project", "--stream", f"kafka://{kafka}", "--sink", sink_url, "--sql", ACTIVE,
+            *SETTLE]  # fmt: skip
     assert main([*argv, "--topic", topic]) == 0
     stream, sink = KafkaEventStream(kafka), open_sink(sink_url, spark)
     try:

@@ -159,11 +159,11 @@ def test_a_failed_merge_rolls_back_and_leaves_no_staged_files(
 ) -> None:
     sink = _duckdb(make_sink)
     sink.merge(SPEC, changes(upsert(1, "a", 1)), {P0: 1})
-    other = spark.createDataFrame(
-        [(2, "x", "u", "00000002", False)],
-        "id BIGINT, other STRING, __op STRING, __pos STRING, __truncated BOOLEAN",
+    other = spark.createDataFrame(  # name retyped to INT: the stored "a" does not cast
+        [(2, 7, None, "u", "00000002", False)],
+        "id BIGINT, name INT, amount DECIMAL(12,2), __op STRING, __pos STRING, __truncated BOOLEAN",
     )
-    with pytest.raises(ValueError, match="schema changes need a replace"):
+    with pytest.raises(ValueError, match="column name holds values that do not cast"):
         sink.merge(SPEC, other, {P0: 2})
     assert sink.positions(SPEC.name) == {P0: 1} and len(sink.history(SPEC.name)) == 1
     assert snapshot(sink) == [row(1, "a")]
