@@ -127,12 +127,17 @@ def assert_same(replica: Rows, database: Rows, what: str) -> None:
             assert str(replica[key][name]) == str(value), f"{what}: id {key}.{name}"
 
 
+def _mirror_args(kind: str, tmp_path: Path, kafka: str) -> tuple[str, list[str]]:
+    """The mirror's sink URL and the ``--stream``/``--sink`` arguments of a replay into it."""
+    sink_url = f"{kind}://{tmp_path}/mirror" + (".duckdb" if kind == "duckdb" else "")
+    return sink_url, ["--stream", f"kafka://{kafka}", "--sink", sink_url]
+
+
 @pytest.mark.parametrize("kind", ["duckdb", "delta"])
 def test_a_rebuild_and_a_cut_between_changes_equal_the_database(
     evolved: Evolved, spark: Any, kafka_bootstrap: str, tmp_path: Path, kind: str
 ) -> None:
-    sink_url = f"{kind}://{tmp_path}/mirror" + (".duckdb" if kind == "duckdb" else "")
-    stream = ["--stream", f"kafka://{kafka_bootstrap}", "--sink", sink_url]
+    sink_url, stream = _mirror_args(kind, tmp_path, kafka_bootstrap)
     assert main(["replay", *stream, "--topics", evolved.topic]) == 0
     end = _replica(spark, sink_url, target_table(evolved.topic))
     assert_same(end, evolved.end, f"{kind} end")
@@ -148,8 +153,7 @@ def test_a_rebuild_and_a_cut_between_changes_equal_the_database(
 def test_catch_ups_across_the_changes_evolve_the_replica(
     evolved: Evolved, spark: Any, kafka_bootstrap: str, tmp_path: Path, kind: str
 ) -> None:
-    sink_url = f"{kind}://{tmp_path}/mirror" + (".duckdb" if kind == "duckdb" else "")
-    stream = ["--stream", f"kafka://{kafka_bootstrap}", "--sink", sink_url]
+    sink_url, stream = _mirror_args(kind, tmp_path, kafka_bootstrap)
     table = target_table(evolved.topic)
     # before any change; then across both ADD COLUMNs; then across the type changes and the DROP
     for stop in (f"{evolved.topic}:0:60", f"{evolved.topic}:0:72", "latest"):
@@ -159,12 +163,13 @@ def test_catch_ups_across_the_changes_evolve_the_replica(
     assert_same(_replica(spark, sink_url, table), evolved.end, f"{kind} caught up")
 
 
+@pytest.mark.parametrize("kind", ["duckdb", "delta"])
 def test_projections_keep_their_unchanged_columns_and_refuse_changed_ones(
-    evolved: Evolved, spark: Any, kafka_bootstrap: str, tmp_path: Path,
+    evolved: Evolved, spark: Any, kafka_bootstrap: str, tmp_path: Path, kind: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     stream = ["--stream", f"kafka://{kafka_bootstrap}", "--topic", evolved.topic]
-    sink_url = f"duckdb://{tmp_path}/projections.duckdb"
+    sink_url = f"{kind}://{tmp_path}/projections" + (".duckdb" if kind == "duckdb" else "")
     colors = "CREATE TABLE colors AS SELECT color, count(*) AS n FROM items GROUP BY color"
     assert main(["project", *stream, "--sink", sink_url, "--sql", colors]) == 0
     stream_, sink = KafkaEventStream(kafka_bootstrap), open_sink(sink_url, spark)
