@@ -115,9 +115,8 @@ def versioned_schema(
     allow_rewrite: bool = False, before: frozenset[int] | None = None,
 ) -> TopicSchema:  # fmt: skip
     """The range's schema when its records have one (``base`` when none has a schema); else
-    the plan described in the module doc
-    (with ``before``, the hashes seen at or before a cut: only those versions shape the table;
-    the others decode leniently, as their events are after the cut)."""
+    the plan described in the module doc. ``before``: the hashes seen at or before a cut; only
+    those versions shape the table, the others decode leniently (their events are after it)."""
     if not versions:
         return base
     if len(versions) == 1:  # the range's own schema, which may be older than the topic's newest
