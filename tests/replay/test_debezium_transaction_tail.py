@@ -19,6 +19,7 @@ transaction until its END (its own topic's part is complete then).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ class Captured:
     prefix: str
     before: State
     after: State
+    txid: str
+    """The PostgreSQL txid of the transaction cut at the tail."""
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +80,15 @@ def captured(
         workload.run(transactions=30)
         before = database_state(conn)
         with conn.transaction():  # the transaction cut at the tail: both tables, many rows
+            row = conn.execute("SELECT txid_current()").fetchone()
+            txid = str(row[0] if row else "")
             for step in (workload._insert_account, workload._update_account) * 3:
                 step()
             for step in (workload._insert_entry, workload._update_entry) * 4:
                 step()
         after = database_state(conn)
         capture.wait_caught_up()
-        yield Captured(options.topic_prefix, before, after)
+        yield Captured(options.topic_prefix, before, after, txid)
     finally:
         capture.stop()
         conn.close()
@@ -101,6 +106,22 @@ def _txid(record: StreamRecord) -> str | None:
         return None
     block = json.loads(record.value).get("payload", {}).get("transaction")
     return None if block is None else str(block["id"]).split(":")[0]
+
+
+def _with_end(
+    stream: KafkaEventStream, topic: str, txid: str
+) -> tuple[list[StreamRecord], StreamRecord]:
+    """The metadata records once the END of ``txid`` is among them (the capture may forward it
+    a little after its data events), and that END."""
+    deadline = time.monotonic() + 60
+    while True:
+        meta = _records(stream, topic)
+        for r in meta:
+            payload = json.loads(r.value or b"{}").get("payload", {})
+            if payload.get("status") == "END" and str(payload.get("id")).split(":")[0] == txid:
+                return meta, r
+        assert time.monotonic() < deadline, f"no END of transaction {txid} in {topic}"
+        time.sleep(0.5)
 
 
 def _copy(stream: KafkaEventStream, records: list[tuple[str, StreamRecord]]) -> None:
@@ -162,11 +183,8 @@ def test_a_transaction_cut_at_the_tail_is_applied_only_when_whole(
 ) -> None:  # fmt: skip
     stream = KafkaEventStream(kafka_bootstrap)
     source, copy = captured.prefix, f"pgcut-{uuid.uuid4().hex[:8]}"
-    meta = _records(stream, f"{source}.transaction")
-    last_end = [r for r in meta if r.value and json.loads(r.value)["payload"]["status"] == "END"][
-        -1
-    ]
-    last = str(json.loads(last_end.value or b"{}")["payload"]["id"]).split(":")[0]
+    meta, last_end = _with_end(stream, f"{source}.transaction", captured.txid)
+    last = captured.txid
     for suffix in (*TABLES, "transaction"):
         stream.ensure_topic(f"{copy}.{suffix}", stream.partition_count(f"{source}.{suffix}"))
     held_entries: list[tuple[str, StreamRecord]] = []
