@@ -160,7 +160,9 @@ class DuckDBStore:
         stored = self.spark_schema(spec.name)
         if stored is None or stored == schema or not table_exists(self.conn, spec.name):
             return
-        kept = {f["name"] for f in json.loads(stored)["fields"]}
+        kept = {f["name"]: f["type"] for f in json.loads(stored)["fields"]}
+        retyped = {f["name"] for f in json.loads(schema)["fields"] if kept.get(f["name"], f["type"])
+                   != f["type"]}  # fmt: skip
         types = dict(columns)
         names = [c for c, _ in columns]
         for name, body in (
@@ -170,7 +172,8 @@ class DuckDBStore:
             values, params = [], []
             for column in body:
                 if column in kept:
-                    self._check_cast(name, column, types[column])
+                    if column in retyped:  # only a changed type can hold uncastable values
+                        self._check_cast(name, column, types[column])
                     values.append(f"CAST({quote(column)} AS {types[column]})")
                 elif column in spec.defaults:
                     values.append(f"CAST(? AS {types[column]})")
