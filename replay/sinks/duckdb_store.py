@@ -33,6 +33,19 @@ CREATE TABLE IF NOT EXISTS {CATALOG} (table_name VARCHAR PRIMARY KEY,
 Columns = Sequence[tuple[str, str]]
 
 
+def _tables(spec: TableSpec, columns: Columns) -> list[tuple[str, Columns]]:
+    """The table and its tombstones, each with its data columns (``__pos`` comes after)."""
+    types = dict(columns)
+    keys = [(k, types[k]) for k in spec.primary_key]
+    return [(spec.name, list(columns)), (rules.tombstones_table(spec.name), keys)]
+
+
+def _definition(spec: TableSpec, body: Columns) -> str:
+    """``(columns, __pos, PRIMARY KEY (...))`` of a table with ``body`` as its data columns."""
+    defs = ", ".join(f"{quote(c)} {t}" for c, t in [*body, (POS, "VARCHAR")])
+    return f"({defs}, PRIMARY KEY ({', '.join(quote(k) for k in spec.primary_key)}))"
+
+
 def quote(name: str) -> str:
     """A DuckDB identifier."""
     return '"' + name.replace('"', '""') + '"'
@@ -163,28 +176,20 @@ class DuckDBStore:
         kept = {f["name"]: f["type"] for f in json.loads(stored)["fields"]}
         retyped = {f["name"] for f in json.loads(schema)["fields"] if kept.get(f["name"], f["type"])
                    != f["type"]}  # fmt: skip
-        types = dict(columns)
-        names = [c for c, _ in columns]
-        for name, body in (
-            (spec.name, names),
-            (rules.tombstones_table(spec.name), list(spec.primary_key)),
-        ):
+        for name, body in _tables(spec, columns):
             values, params = [], []
-            for column in body:
+            for column, kind in body:
                 if column in kept:
                     if column in retyped:  # only a changed type can hold uncastable values
-                        self._check_cast(name, column, types[column])
-                    values.append(f"CAST({quote(column)} AS {types[column]})")
+                        self._check_cast(name, column, kind)
+                    values.append(f"CAST({quote(column)} AS {kind})")
                 elif column in spec.defaults:
-                    values.append(f"CAST(? AS {types[column]})")
+                    values.append(f"CAST(? AS {kind})")
                     params.append(spec.defaults[column])
                 else:
-                    values.append(f"CAST(NULL AS {types[column]})")
+                    values.append(f"CAST(NULL AS {kind})")
             evolving = quote(f"{name}__evolving")
-            defs = ", ".join(f"{quote(c)} {types[c]}" for c in body)
-            keys = ", ".join(quote(k) for k in spec.primary_key)
-            self.conn.execute(f"CREATE TABLE {evolving} ({defs}, {POS} VARCHAR, "
-                              f"PRIMARY KEY ({keys}))")  # fmt: skip
+            self.conn.execute(f"CREATE TABLE {evolving} {_definition(spec, body)}")
             self.conn.execute(
                 f"INSERT INTO {evolving} SELECT {', '.join(values)}, {POS} FROM {quote(name)}",
                 params,
@@ -203,18 +208,9 @@ class DuckDBStore:
             raise UncastableValuesError(table, column, str(row[0]), kind)
 
     def _create(self, spec: TableSpec, columns: Columns, *, replace: bool) -> None:
-        keys = ", ".join(quote(k) for k in spec.primary_key)
-        types = dict(columns)
-        for name, body in (
-            (spec.name, [*columns, (POS, "VARCHAR")]),
-            (
-                rules.tombstones_table(spec.name),
-                [*((k, types[k]) for k in spec.primary_key), (POS, "VARCHAR")],
-            ),
-        ):
-            verb = "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE IF NOT EXISTS"
-            defs = ", ".join(f"{quote(c)} {t}" for c, t in body)
-            self.conn.execute(f"{verb} {quote(name)} ({defs}, PRIMARY KEY ({keys}))")
+        verb = "CREATE OR REPLACE TABLE" if replace else "CREATE TABLE IF NOT EXISTS"
+        for name, body in _tables(spec, columns):
+            self.conn.execute(f"{verb} {quote(name)} {_definition(spec, body)}")
         existing = [
             r[0]
             for r in self.conn.execute(
