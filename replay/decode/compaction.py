@@ -42,7 +42,7 @@ TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
 """Record keys of the changelog's truncate events (schemas on, schemas off)."""
 CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
 TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
-_LIVE_OFFSET, _LIVE_VALUE = "__live_offset", "__live_value"
+LIVE_OFFSET, LIVE_VALUE = "__live_offset", "__live_value"
 _TRUNCATE_SOURCE = "__truncate_source"
 _COPIES = "__copies"
 TRUNCATES_SCHEMA = T.StructType(
@@ -85,10 +85,10 @@ def newest_offsets(records: DataFrame) -> DataFrame:
     live_offset = F.when(F.col("value").isNotNull(), F.col("offset"))
     return (
         records.select("topic", "partition", "key", "offset", "timestamp_ms",
-                       live_offset.alias(_LIVE_OFFSET), candidate.alias(CANDIDATE))
+                       live_offset.alias(LIVE_OFFSET), candidate.alias(CANDIDATE))
         .groupBy("topic", "partition", "key", CANDIDATE)
         .agg(F.max("offset").alias("offset"), F.max_by("timestamp_ms", "offset").alias(
-            "timestamp_ms"), F.max(_LIVE_OFFSET).alias(_LIVE_OFFSET))
+            "timestamp_ms"), F.max(LIVE_OFFSET).alias(LIVE_OFFSET))
     )  # fmt: skip
 
 
@@ -109,20 +109,20 @@ def latest_records(
     """
     marks = newest_offsets(records) if newest is None else newest
     live_values = records.select(
-        "topic", "partition", "key", F.col("offset").alias(_LIVE_OFFSET),
-        F.col("value").alias(_LIVE_VALUE),
+        "topic", "partition", "key", F.col("offset").alias(LIVE_OFFSET),
+        F.col("value").alias(LIVE_VALUE),
     )  # fmt: skip
-    place = ["topic", "partition", _LIVE_OFFSET]
-    winners = marks.where(F.col(_LIVE_OFFSET).isNotNull()).drop("key")
+    place = ["topic", "partition", LIVE_OFFSET]
+    winners = marks.where(F.col(LIVE_OFFSET).isNotNull()).drop("key")
     winners = F.broadcast(winners) if broadcast else winners.hint("shuffle_hash")
     found = live_values.join(winners, place)
-    gone = marks.where(F.col(_LIVE_OFFSET).isNull()).withColumn(
-        _LIVE_VALUE, F.lit(None).cast(T.BinaryType())
+    gone = marks.where(F.col(LIVE_OFFSET).isNull()).withColumn(
+        LIVE_VALUE, F.lit(None).cast(T.BinaryType())
     )
-    newest_value = F.when(F.col(_LIVE_OFFSET) == F.col("offset"), F.col(_LIVE_VALUE))
+    newest_value = F.when(F.col(LIVE_OFFSET) == F.col("offset"), F.col(LIVE_VALUE))
     return found.unionByName(gone).select(
         "topic", "partition", "key", CANDIDATE, "offset", newest_value.alias("value"),
-        "timestamp_ms", _LIVE_OFFSET, _LIVE_VALUE,
+        "timestamp_ms", LIVE_OFFSET, LIVE_VALUE,
     )  # fmt: skip
 
 
@@ -248,14 +248,14 @@ def rebuild_table(
     """The final image of every live key from ``latest_records`` output (see the module doc);
     ``candidates=False`` when ``has_truncate_candidates`` is false: no truncate to look for."""
     keyed = latest.where(F.col(CANDIDATE).isNull())
-    after = F.col(_LIVE_OFFSET).isNotNull()
+    after = F.col(LIVE_OFFSET).isNotNull()
     if candidates:
         truncates, unkeyed = _truncates(latest, schema, decode)
         keyed = keyed.join(F.broadcast(truncates), ["topic", "partition"], "left")
-        after &= F.col(TRUNCATE_OFFSET).isNull() | (F.col(_LIVE_OFFSET) > F.col(TRUNCATE_OFFSET))
+        after &= F.col(TRUNCATE_OFFSET).isNull() | (F.col(LIVE_OFFSET) > F.col(TRUNCATE_OFFSET))
     survivors = keyed.where(after).select(
-        "topic", "partition", F.col(_LIVE_OFFSET).alias("offset"), "key",
-        F.col(_LIVE_VALUE).alias("value"), "timestamp_ms",
+        "topic", "partition", F.col(LIVE_OFFSET).alias("offset"), "key",
+        F.col(LIVE_VALUE).alias("value"), "timestamp_ms",
         F.col("value").isNull().alias(TOMBSTONED),
     )  # fmt: skip
     decoded = decode(survivors, schema, (TOMBSTONED,))

@@ -2,7 +2,8 @@
 
 Per topic, one target table (named after the topic's last dotted part, or ``into`` for a
 point-in-time copy). A fresh table read from the log start takes the fast path: compact to the
-newest record per key on keys and offsets alone, decode only the survivors, one bulk ``replace``.
+newest record per key as each partition is read (``decode.compacted_read``), decode only the
+survivors, one bulk ``replace``.
 Otherwise the plan is cut into batches and each batch is ``merge``d with the positions it brings
 the table to; the sink stores those positions in the same transaction as the data, so a batch
 retried after a crash is skipped and a crash leaves the table at its last committed batch.
@@ -19,14 +20,8 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
-from replay.decode.compaction import (
-    Truncate,
-    broadcasts_winners,
-    has_truncate_candidates,
-    latest_records,
-    newest_offsets,
-    rebuild_table,
-)
+from replay.decode.compacted_read import persisted_latest
+from replay.decode.compaction import Truncate, has_truncate_candidates, rebuild_table
 from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
@@ -241,11 +236,9 @@ class ReplayEngine:
             rows, bad = changes.changes.where(F.col(OP) == OP_UPSERT), changes.bad
         else:
             # Compacted and decoded once each: the bad-record check and the write read both.
-            newest = newest_offsets(records).persist()
-            broadcast = broadcasts_winners(self.spark, newest)
-            latest = latest_records(records, newest, broadcast=broadcast).persist()
+            latest, persisted = persisted_latest(self.spark, self.stream.url, records, plan)
             rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
-            persisted = [newest, latest, rebuilt.decoded.persist()]
+            persisted.append(rebuilt.decoded.persist())
             rows, bad = rebuilt.rows, rebuilt.bad
         try:
             result.bad += handle_bad_records(

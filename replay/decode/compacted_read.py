@@ -1,0 +1,176 @@
+"""``latest_records`` in one read: each Spark task compacts one partition range as it reads it.
+
+A key lives in one partition of a keyed topic, so compaction per (topic, partition, key) needs no
+shuffle: a task reads its range through the stream's own protocol (``EventStream.read``: the
+Kafka consumer or the local log reader, the same code the processor restores with), keeps per
+key the newest record and the newest record with a value in a dict, and ships only those to the
+JVM as Arrow batches. Truncate candidates (``compaction.is_truncate_candidate``) are kept one by
+one. The rows have the columns and meaning of ``compaction.latest_records``, so
+``rebuild_table`` takes them as they are.
+
+Against the two Spark passes (a hash aggregation of the offsets, then a second read joined
+against the winners), this reads the range once and moves no value of a record that compaction
+drops. The price is memory: a task holds the newest value of every key of its partition. Past
+``task_bytes`` (``$REPLICATOR_COMPACT_TASK_MB``, default 1024) the task stops with
+``OverBudget``, and the caller falls back to the two-pass plan, which spills.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from cdc.streams.protocol import StreamRecord
+from cdc.streams.registry import open_stream
+from replay.decode.compaction import (
+    CANDIDATE,
+    LIVE_OFFSET,
+    LIVE_VALUE,
+    TRUNCATE_KEYS,
+    broadcasts_winners,
+    latest_records,
+    newest_offsets,
+)
+from replay.reading.plan import PartitionRange, ReplayPlan
+from replay.spark import DataFrame, SparkSession, T
+
+LATEST_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType(), False),
+        T.StructField("partition", T.IntegerType(), False),
+        T.StructField("key", T.BinaryType(), True),
+        T.StructField(CANDIDATE, T.LongType(), True),
+        T.StructField("offset", T.LongType(), False),
+        T.StructField("value", T.BinaryType(), True),
+        T.StructField("timestamp_ms", T.LongType(), False),
+        T.StructField(LIVE_OFFSET, T.LongType(), True),
+        T.StructField(LIVE_VALUE, T.BinaryType(), True),
+    ]
+)
+OVER_BUDGET = "compaction task over its memory budget"
+"""In the error of a task that held more than its budget (``is_over_budget`` looks for it)."""
+_FIRST_CHECK = 1_000
+_log = logging.getLogger(__name__)
+
+
+class OverBudget(MemoryError):
+    """A task's newest values outgrew ``task_bytes``."""
+
+
+def task_budget_bytes() -> int:
+    """The most value bytes one compaction task may hold (``$REPLICATOR_COMPACT_TASK_MB``)."""
+    return int(os.environ.get("REPLICATOR_COMPACT_TASK_MB", "1024")) * 1024 * 1024
+
+
+def is_over_budget(error: BaseException) -> bool:
+    """Whether a failed Spark job failed because a compaction task went over its budget."""
+    return OVER_BUDGET in str(error)
+
+
+def compacted_records(
+    spark: SparkSession, stream_url: str, plan: ReplayPlan, *, task_bytes: int | None = None
+) -> DataFrame:
+    """Per (topic, partition, key) the newest record and the newest live one, truncate
+    candidates one by one (the columns of ``compaction.latest_records``); one Spark task per
+    non-empty range. Persist it: every action would read the stream again."""
+    ranges = [r for r in plan.ranges if r.span > 0]
+    if not ranges:
+        return spark.createDataFrame([], LATEST_SCHEMA)
+    budget = task_budget_bytes() if task_bytes is None else task_bytes
+
+    def compact(index: int) -> Iterator[tuple[Any, ...]]:
+        return compact_range(stream_url, ranges[index], budget)
+
+    # One range per Spark partition; rows pickled to the JVM as the local log source does
+    # (mapInArrow would need pandas, and the rows shipped are only the survivors).
+    rdd = spark.sparkContext.parallelize(range(len(ranges)), len(ranges)).flatMap(compact)
+    return spark.createDataFrame(rdd, LATEST_SCHEMA, verifySchema=False)
+
+
+def persisted_latest(
+    spark: SparkSession, stream_url: str, records: DataFrame, plan: ReplayPlan
+) -> tuple[DataFrame, list[DataFrame]]:
+    """The plan's records compacted (``latest_records`` columns, persisted) and the frames to
+    unpersist after: in one read, or by the two Spark passes over ``records`` (the plan read by
+    ``reading.sources``) where a task would go over its memory budget."""
+    latest = compacted_records(spark, stream_url, plan).persist()
+    try:
+        latest.count()
+        return latest, [latest]
+    except Exception as error:  # a Spark job's error names its cause only in its text
+        latest.unpersist()
+        if not is_over_budget(error):
+            raise
+        lines = [line.strip() for line in str(error).splitlines() if OVER_BUDGET in line]
+        _log.warning("%s; compacting by two Spark passes instead", (lines or [OVER_BUDGET])[-1])
+    newest = newest_offsets(records).persist()
+    broadcast = broadcasts_winners(spark, newest)
+    latest = latest_records(records, newest, broadcast=broadcast).persist()
+    return latest, [newest, latest]
+
+
+def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:
+    """The compacted rows of one range (``LATEST_SCHEMA`` tuples; runs in a Spark task)."""
+    newest: dict[bytes, StreamRecord] = {}
+    live: dict[bytes, StreamRecord] = {}
+    each: list[StreamRecord] = []
+    special = frozenset(TRUNCATE_KEYS)
+    check_at, seen = _FIRST_CHECK, 0
+    stream = open_stream(stream_url)
+    try:
+        for record in stream.read(r.tp.topic, r.tp.partition, r.start, r.stop):
+            key = record.key
+            if key is None or key in special:
+                each.append(record)
+                continue
+            newest[key] = record
+            if record.value is not None:
+                live[key] = record
+            seen += 1
+            if seen >= check_at:  # amortised: the next check after as many records as keys
+                _check_budget(live, budget, r, seen)
+                check_at = seen + max(_FIRST_CHECK, len(live))
+        _check_budget(live, budget, r, seen)
+    finally:
+        stream.close()
+    topic, partition = r.tp.topic, r.tp.partition
+    for key, rec in newest.items():
+        alive = live.get(key)
+        yield (
+            topic,
+            partition,
+            key,
+            None,
+            rec.offset,
+            rec.value,
+            rec.timestamp_ms,
+            None if alive is None else alive.offset,
+            None if alive is None else alive.value,
+        )
+    for rec in each:
+        live_offset = None if rec.value is None else rec.offset
+        yield (
+            topic,
+            partition,
+            rec.key,
+            rec.offset,
+            rec.offset,
+            rec.value,
+            rec.timestamp_ms,
+            live_offset,
+            rec.value,
+        )
+
+
+def _check_budget(
+    live: dict[bytes, StreamRecord], budget: int, r: PartitionRange, seen: int
+) -> None:
+    held = sum(len(record.value or b"") for record in live.values())
+    if held > budget:
+        raise OverBudget(
+            f"{OVER_BUDGET}: {r.tp.topic} partition {r.tp.partition} holds {held >> 20} MB of "
+            f"newest values after {seen:,} records (budget {budget >> 20} MB, "
+            "$REPLICATOR_COMPACT_TASK_MB)"
+        )

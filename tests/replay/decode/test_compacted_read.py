@@ -1,0 +1,99 @@
+"""Compaction in one read (``compacted_read``) against the two Spark passes, on both streams."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.streams.protocol import EventStream
+from cdc.streams.registry import open_stream
+from replay.decode.compacted_read import compacted_records, is_over_budget
+from replay.decode.compaction import latest_records, rebuild_table
+from replay.reading.bounds import Bound, BoundKind
+from replay.reading.plan import ReplayPlan, plan_replay
+from replay.reading.sources import read_records
+from replay.sinks.registry import open_sink
+from replay.tables.engine import ReplayEngine, ReplayJob
+from tests.replay.decode.conftest import Changelog, comparable
+from tests.replay.decode.test_compaction import _history, _schema
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["local", "kafka"])
+def history_stream(
+    request: pytest.FixtureRequest, tmp_path: Path, unique_name: Any
+) -> Iterator[tuple[EventStream, Changelog, dict[int, dict[str, Any]]]]:
+    """The compaction history (truncates, deletes, a key in two partitions, bad-free) written
+    record by record to its partitions of a real stream: the local log or the Kafka broker."""
+    if request.param == "kafka":
+        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
+    else:
+        url = f"local://{tmp_path}/log"
+    stream = open_stream(url)
+    log, table = _history()
+    topic = unique_name("compacted")
+    stream.ensure_topic(topic, log.partitions, compacted=True)
+    writer = stream.writer(unique_name("writer"))
+    writer.begin()
+    for _, partition, _, key, value, _ in log.records:
+        writer.send(topic, key, value, partition=partition)
+    writer.commit()
+    writer.close()
+    log.topic = topic
+    yield stream, log, table
+    stream.close()
+
+
+def _plan(stream: EventStream, topic: str) -> ReplayPlan:
+    return plan_replay(stream, [topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+
+
+def test_one_read_equals_the_two_passes_and_rebuilds_the_table(
+    spark: Any, history_stream: tuple[EventStream, Changelog, dict[int, dict[str, Any]]]
+) -> None:
+    stream, log, table = history_stream
+    plan = _plan(stream, log.topic)
+    one_read = compacted_records(spark, stream.url, plan).persist()
+    two_passes = latest_records(read_records(spark, stream.url, plan))
+    columns = two_passes.columns
+    assert sorted(one_read.select(*columns).collect()) == sorted(two_passes.collect())
+    assert one_read.where("__candidate IS NOT NULL").count() == log.partitions  # the truncates
+    rebuild = rebuild_table(one_read, _schema(log))
+    rows = sorted((comparable(r) for r in rebuild.rows.collect()), key=lambda r: r["id"])
+    assert rows == [comparable(table[k]) for k in sorted(table)]
+    assert rebuild.truncates.count() == log.partitions and rebuild.bad.count() == 0
+    one_read.unpersist()
+
+
+def test_a_task_over_its_budget_names_its_partition(
+    spark: Any, history_stream: tuple[EventStream, Changelog, dict[int, dict[str, Any]]]
+) -> None:
+    stream, log, _ = history_stream
+    with pytest.raises(Exception) as caught:
+        compacted_records(spark, stream.url, _plan(stream, log.topic), task_bytes=1).count()
+    assert is_over_budget(caught.value)
+    assert f"{log.topic} partition " in str(caught.value)
+
+
+@pytest.mark.parametrize("history_stream", ["local"], indirect=True)
+def test_the_engine_falls_back_to_the_two_passes_over_budget(
+    spark: Any,
+    history_stream: tuple[EventStream, Changelog, dict[int, dict[str, Any]]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stream, log, table = history_stream
+    monkeypatch.setenv("REPLICATOR_COMPACT_TASK_MB", "0")
+    sink = open_sink(f"duckdb://{tmp_path}/fallback.duckdb", spark)
+    with caplog.at_level(logging.WARNING, logger="replay.decode.compacted_read"):
+        (result,) = ReplayEngine(spark, stream, sink).run(ReplayJob((log.topic,)))
+    assert result.mode == "rebuild"
+    assert any("compacting by two Spark passes" in r.getMessage() for r in caplog.records)
+    rows = sorted((comparable(r) for r in sink.read(result.table).collect()), key=lambda r: r["id"])
+    assert rows == [comparable(table[k]) for k in sorted(table)]
