@@ -101,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
                 console.print(engine.tail.summary())
             if not args.follow:
                 return 0
-            time.sleep(args.poll)
+            if not result.entries:  # caught up: wait; else the next round starts at once
+                time.sleep(args.poll)
     except KeyboardInterrupt:
         return 0
     finally:

@@ -57,7 +57,12 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transaction-settle", type=float, default=60.0, metavar="SECONDS",
                    help="transactions this much older than the newest transaction metadata "
                    "count as complete (default 60)")  # fmt: skip
-    p.add_argument("--poll", type=float, default=1.0, help="seconds between --follow rounds")
+    p.add_argument(
+        "--poll",
+        type=float,
+        default=0.5,
+        help="seconds to wait after a --follow round that found nothing new",
+    )
 
 
 def next_round(job: ReplayJob) -> ReplayJob:
@@ -111,7 +116,8 @@ def run_replay(args: argparse.Namespace) -> int:
                 console.print(engine.transaction_tail(job, plans).render())
                 return 0
             while True:
-                for result in engine.run(job):
+                results = engine.run(job)
+                for result in results:
                     console.print(
                         f"{result.topic} -> {result.table}: {result.mode}, offset span "
                         f"{result.span:,}, {len(result.entries)} commits, {result.bad} "
@@ -122,7 +128,8 @@ def run_replay(args: argparse.Namespace) -> int:
                 if not args.follow:
                     return 0
                 job = next_round(job)
-                time.sleep(args.poll)
+                if not any(r.entries for r in results):  # caught up: wait; else go on at once
+                    time.sleep(args.poll)
     except KeyboardInterrupt:
         return 0
     finally:

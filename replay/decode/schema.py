@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from json import dumps
 from typing import Any
 
 from cdc.events.columns import TableSpec
@@ -25,6 +26,8 @@ from replay.spark import T
 CORRUPT = "__corrupt_record"
 """The ``from_json`` field that receives the text of a record that does not parse."""
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_FROM_RECORD: dict[tuple[Any, ...], TopicSchema] = {}
+_FROM_RECORD_SIZE = 64
 
 
 def _struct(*fields: tuple[str, T.DataType]) -> T.StructType:
@@ -152,11 +155,23 @@ class TopicSchema:
         if key_struct is None and isinstance(key_payload, Mapping):
             key_struct = _key_from_row(envelope, list(key_payload))
         numeric = _numeric_decimals(envelope, payload)
-        found = cls.from_connect(envelope, key_struct, numeric_decimals=numeric, table=table)
         source = payload.get("source") if isinstance(payload, Mapping) and not flat else None
         connector = source.get("connector") if isinstance(source, Mapping) else None
         known = connector if isinstance(connector, str) else None
-        return replace(found, native=not flat, connector=known)
+        # The same inputs give the same object: the decoder's expressions, built once per
+        # schema object (``expressions.decode_stages``), then serve every --follow round.
+        signature = (
+            dumps(envelope, sort_keys=True), dumps(key_struct, sort_keys=True), numeric, flat,
+            known, None if table is None else table.model_dump_json(),
+        )  # fmt: skip
+        hit = _FROM_RECORD.get(signature)
+        if hit is None:
+            found = cls.from_connect(envelope, key_struct, numeric_decimals=numeric, table=table)
+            hit = replace(found, native=not flat, connector=known)
+            _FROM_RECORD[signature] = hit
+            while len(_FROM_RECORD) > _FROM_RECORD_SIZE:
+                del _FROM_RECORD[next(iter(_FROM_RECORD))]
+        return hit
 
     @property
     def primary_key(self) -> tuple[str, ...]:

@@ -27,8 +27,8 @@ from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
 from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
-from replay.reading.plan import ReplayPlan, plan_replay, resolve_topics
-from replay.reading.sources import read_records
+from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay, resolve_topics
+from replay.reading.sources import read_ranges, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import DeadLetterPolicy, handle_bad_records
 from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
@@ -209,16 +209,17 @@ class ReplayEngine:
         its newest change event, else ``declared``."""
         if topic in self._schemas:
             return self._schemas[topic]
-        newest = None
+        tail = []
         for partition in range(self.stream.partition_count(topic)):
             bounds = self.stream.bounds(topic, partition)
-            for record in self.stream.read(
-                topic, partition, max(bounds.log_start, bounds.end - 64)
+            start = max(bounds.log_start, bounds.end - 64)
+            tail.append(PartitionRange(TopicPartition(topic, partition), start, bounds.end, 0, 0))
+        newest = None
+        for record in read_ranges(self.stream, tail):
+            if record.value is not None and (
+                newest is None or record.timestamp_ms >= newest.timestamp_ms
             ):
-                if record.value is not None and (
-                    newest is None or record.timestamp_ms >= newest.timestamp_ms
-                ):
-                    newest = record
+                newest = record
         if newest is None or newest.value is None:
             if declared is None:
                 raise ReplayError(f"topic {topic} holds no change event to read its schema from")
