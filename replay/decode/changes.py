@@ -93,7 +93,11 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     parsed = records.where(F.col("value").isNotNull()).select(*raw, stages.parsed)
     envelopes = parsed.where(stages.keep).select(*raw, *stages.envelope)
     converted = envelopes.select("*", *stages.converted)
-    return Decoded(converted.select(*stages.decoded, *carry), schema)
+    decoded = converted.select(*stages.decoded, *carry)
+    # The raw value only where the record is rejected (``bad`` shows it): a persisted decode
+    # then holds the decoded row, not a second copy of every record's bytes.
+    kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
+    return Decoded(decoded.withColumn(VALUE, kept), schema)
 
 
 def _decode_versions(records: DataFrame, schema: TopicSchema, carry: Sequence[str]) -> Decoded:

@@ -85,9 +85,22 @@ def read_ranges(stream: EventStream, ranges: Sequence[PartitionRange]) -> Iterat
         reader.close()
 
 
+def driver_rows(stream_url: str, plan: ReplayPlan) -> list[tuple[Any, ...]] | None:
+    """The RAW_SCHEMA rows of a plan the driver reads (``driver_read_offsets``), else None."""
+    ranges = [r for r in plan.ranges if r.span > 0]
+    if sum(r.span for r in ranges) > driver_read_offsets():
+        return None
+    return _driver_rows(stream_url, ranges)
+
+
 def _driver_records(
     spark: SparkSession, stream_url: str, ranges: list[PartitionRange]
 ) -> DataFrame:
+    rows = _driver_rows(stream_url, ranges)
+    return spark.createDataFrame(rows, RAW_SCHEMA, verifySchema=False)
+
+
+def _driver_rows(stream_url: str, ranges: list[PartitionRange]) -> list[tuple[Any, ...]]:
     global _last_read
     wanted = (stream_url, tuple((r.tp, r.start, r.stop) for r in ranges))
     fresh = _last_read is not None and time.monotonic() - _last_read[1] < _REUSE_S
@@ -103,7 +116,7 @@ def _driver_records(
         # Committed records of a range do not change: the next job of the same replay round
         # (truncates, then the batch itself) reuses the read, for a few seconds at most.
         _last_read = (wanted, time.monotonic(), rows)
-    return spark.createDataFrame(_last_read[2], RAW_SCHEMA, verifySchema=False)
+    return _last_read[2]
 
 
 def _kafka_records(spark: SparkSession, bootstrap: str, ranges: list[PartitionRange]) -> DataFrame:

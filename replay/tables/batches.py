@@ -23,11 +23,11 @@ from collections.abc import Mapping, Sequence
 
 from cdc.streams.protocol import TopicPartition
 from replay.decode.changes import OFFSET, PARTITION, decode_native
-from replay.decode.compaction import Truncate, is_truncate_candidate
+from replay.decode.compaction import TRUNCATE_KEYS, Truncate, is_truncate_candidate
 from replay.decode.position import STREAM_POSITION_CHARS, source_position
 from replay.decode.schema import SOURCE_TYPE, TopicSchema
 from replay.reading.plan import PartitionRange, ReplayPlan
-from replay.reading.sources import read_records
+from replay.reading.sources import driver_rows, read_records
 from replay.sinks.protocol import OP, OP_TRUNCATE, POS
 from replay.spark import F, SparkSession, T
 
@@ -57,6 +57,9 @@ def find_truncates(
     spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
 ) -> list[Truncate]:
     """The truncates in the plan's ranges (only records that can be truncates are decoded)."""
+    local = driver_rows(stream_url, plan)  # a small plan's records are at hand: no Spark job
+    if local is not None and not any(r[3] is None or r[3] in TRUNCATE_KEYS for r in local):
+        return []
     records = read_records(spark, stream_url, plan)
     candidates = records.where(is_truncate_candidate(F.col("key")))
     found = decode_native(candidates, schema).good.where(F.col(OP) == OP_TRUNCATE)

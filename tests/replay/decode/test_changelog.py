@@ -52,3 +52,24 @@ def test_changelog_records_decode_to_the_written_rows(spark: Any, schemas_enable
     assert [(r[OP], r[POS], r["__txn"]) for r in python] == [
         (r[OP], r[POS], r["__txn"]) for r in rows
     ]
+
+
+def test_one_schema_object_per_schema_so_follow_rounds_reuse_the_decoder() -> None:
+    """Records of one schema give the same ``TopicSchema`` (the decoder's expressions are built
+    once per schema object); another declaration or another schema gives another."""
+    on, off = Changelog(), Changelog(schemas_enable=False)
+    for log in (on, off):
+        log.upsert(None, account(1))
+        log.upsert(account(1), account(1, name="renamed"))
+    first, second = ((r[4], r[3]) for r in on.records)
+    assert first[0] is not None and second[0] is not None
+    schema = TopicSchema.from_record(first[0], first[1])
+    assert TopicSchema.from_record(second[0], second[1]) is schema
+    declared = table_spec("proc", ACCOUNTS)
+    value, key = off.records[-1][4], off.records[-1][3]
+    assert value is not None
+    from_declared = TopicSchema.from_record(value, key, declared)
+    assert from_declared is TopicSchema.from_record(off.records[0][4] or b"", key, declared)
+    assert from_declared is not schema
+    renamed = declared.model_copy(update={"table": "other"})
+    assert TopicSchema.from_record(value, key, renamed) is not from_declared
