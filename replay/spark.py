@@ -45,6 +45,8 @@ logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
 logger.delta.name = org.apache.spark.sql.delta
 logger.delta.level = warn
+logger.tasksize.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasksize.level = error
 """
 
 

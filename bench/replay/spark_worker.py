@@ -84,7 +84,7 @@ def ours(
     stream = open_stream(stream_url or f"kafka://{spec['bootstrap']}")
     out: dict[str, Any] = {}
     for run in ("", "warm_") if spec.get("warm") else ("",):
-        target = Path(spec["work"]) / f"ours{run}.{sink_kind}"
+        target = Path(spec["work"]) / f"{spec['contender']}-{run}target.{sink_kind}"
         if sink_kind == "duckdb":
             from replay.sinks.duckdb_sink import DuckDBSink
 
