@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.live_readers import PROJECTION, _pct, _row
+from bench.live_readers import PROJECTION, _pct, _row, _wait
 from bench.replay.report import machine
 from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.protocol import EventStream, TopicPartition
@@ -153,14 +153,6 @@ def _latencies(commits: list[tuple[dict[str, int], float]], seen: list[Observati
         if first is not None:
             out.append(first - committed)
     return out
-
-
-def _wait(done: Any, follower: Any, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if follower.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the follower stopped or stalled (exit {follower.poll()})")
-        time.sleep(0.05)
 
 
 def _fresh_stream_measure(
