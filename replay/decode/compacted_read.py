@@ -4,7 +4,7 @@ A key lives in one partition of a keyed topic, so compaction per (topic, partiti
 shuffle: a task reads its range through the stream's own protocol (``EventStream.read``: the
 Kafka consumer or the local log reader, the same code the processor restores with), keeps per
 key the newest record and the newest record with a value in a dict, and ships only those to the
-JVM as Arrow batches. Truncate candidates (``compaction.is_truncate_candidate``) are kept one by
+JVM (pickled rows). Truncate candidates (``compaction.is_truncate_candidate``) are kept one by
 one. The rows have the columns and meaning of ``compaction.latest_records``, so
 ``rebuild_table`` takes them as they are.
 

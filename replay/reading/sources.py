@@ -43,8 +43,9 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
     ranges = [r for r in plan.ranges if r.span > 0]
     if not ranges:
         return spark.createDataFrame([], RAW_SCHEMA)
-    if sum(r.span for r in ranges) <= driver_read_offsets():
-        return _driver_records(spark, stream_url, ranges)
+    local = driver_rows(stream_url, plan)
+    if local is not None:
+        return spark.createDataFrame(local, RAW_SCHEMA, verifySchema=False)
     scheme = urlsplit(stream_url).scheme
     if scheme == "kafka":
         return _kafka_records(spark, urlsplit(stream_url).netloc, ranges)
@@ -91,13 +92,6 @@ def driver_rows(stream_url: str, plan: ReplayPlan) -> list[tuple[Any, ...]] | No
     if sum(r.span for r in ranges) > driver_read_offsets():
         return None
     return _driver_rows(stream_url, ranges)
-
-
-def _driver_records(
-    spark: SparkSession, stream_url: str, ranges: list[PartitionRange]
-) -> DataFrame:
-    rows = _driver_rows(stream_url, ranges)
-    return spark.createDataFrame(rows, RAW_SCHEMA, verifySchema=False)
 
 
 def _driver_rows(stream_url: str, ranges: list[PartitionRange]) -> list[tuple[Any, ...]]:

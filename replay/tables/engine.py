@@ -213,7 +213,8 @@ class ReplayEngine:
         for partition in range(self.stream.partition_count(topic)):
             bounds = self.stream.bounds(topic, partition)
             start = max(bounds.log_start, bounds.end - 64)
-            tail.append(PartitionRange(TopicPartition(topic, partition), start, bounds.end, 0, 0))
+            tp = TopicPartition(topic, partition)
+            tail.append(PartitionRange(tp, start, bounds.end, bounds.log_start, bounds.end))
         newest = None
         for record in read_ranges(self.stream, tail):
             if record.value is not None and (
