@@ -134,10 +134,14 @@ class ChangelogConnector:
         cleared_rows: Mapping[str, Sequence[Row]] | None = None,
         *,
         snapshot: bool = False,
+        partition: int | None = None,
     ) -> list[OutRecord]:
         """The changelog records of one committed state transaction.
 
         ``cleared_rows`` holds, for each table the transaction cleared, the rows it had before.
+        ``partition``: the task's changelog partition (partitioned state): every record goes
+        there, and a truncate is written as the deletes of the task's rows only (a ``t`` event
+        would clear the whole table for its readers).
         """
         out: list[OutRecord] = []
         sources: dict[str, dict[str, object]] = {}
@@ -149,11 +153,11 @@ class ChangelogConnector:
             if source is None:
                 source = sources[name] = self.source(name, origin, txn, ts, snapshot)
             if change.kind is ChangeKind.TRUNCATE:
-                for partition in range(self.partitions):
+                for every in range(self.partitions) if partition is None else ():
                     value = writer.value_of(
                         Op.TRUNCATE, None, None, source, ts_ms=ts, transaction=txn.next(topic)
                     )
-                    out.append(OutRecord(topic, self.truncate_key, value, partition))
+                    out.append(OutRecord(topic, self.truncate_key, value, every))
                 for row in (cleared_rows or {}).get(name, ()):
                     out += self._delete(writer, topic, row, source, ts, txn)
                 continue
@@ -166,6 +170,8 @@ class ChangelogConnector:
                 ts_ms=ts, transaction=txn.next(topic),
             )  # fmt: skip
             out.append(OutRecord(topic, writer.key(change.key), value))
+        if partition is not None:
+            return [record._replace(partition=partition) for record in out]
         return out
 
     @staticmethod
@@ -244,9 +250,10 @@ class ChangelogConnector:
 class TransactionCounter:
     """Numbers the events of one processor transaction (Debezium's ``transaction`` block)."""
 
-    def __init__(self, processor_id: str, seq: int) -> None:
+    def __init__(self, prefix: str, seq: int) -> None:
+        """``prefix``: the processor id, plus the member name of a partitioned processor."""
         self.seq = seq
-        self.txn_id = f"{processor_id}:{seq}"
+        self.txn_id = f"{prefix}:{seq}"
         self.total = 0
         self.per_collection: dict[str, int] = {}
 

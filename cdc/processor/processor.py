@@ -52,6 +52,11 @@ class ProcessorConfig:
     schemas_enable: bool = True
     dead_letter_errors: bool = True
     """Dead-letter events whose decoding or handling raises; False: only ``RejectEvent``."""
+    session_timeout_s: float = 10.0
+    """Partitioned processors: a member silent this long loses its tasks to the others."""
+    transaction_timeout_s: float = 10.0
+    """Partitioned processors: how long a transaction a killed member left open holds its
+    partitions back before the broker aborts it (part of a failover's time)."""
 
     @property
     def dead_letter_topic(self) -> str:
@@ -96,6 +101,8 @@ class EventProcessor:
         """Input positions reached since the last commit (plain tuples: set per event)."""
         self._checkpoint: dict[TopicPartition, int] = {}
         self._seq = 0
+        self._txn_prefix = config.processor_id
+        """Transaction ids are ``<prefix>:<commit seq>``."""
         self.tables: StateTables | None = None
 
     def start(self, progress: Progress | None = None) -> RestoreReport:
@@ -150,7 +157,7 @@ class EventProcessor:
             want = self.config.commit_max_events - self._pending_events
             if max_events is not None:
                 want = min(want, max_events - report.events)
-            records = self._reader.poll(max(1, want), self.config.commit_interval_s) if want else []
+            records = self._poll(max(1, want)) if want else []
             for record in records:
                 report.dead_lettered += self._process(record)
                 report.events += 1
@@ -175,14 +182,21 @@ class EventProcessor:
         report.positions = dict(self._consumed)
         return report
 
+    def _poll(self, want: int) -> list[StreamRecord]:
+        assert self._reader is not None
+        return self._reader.poll(want, self.config.commit_interval_s)
+
     def _begin(self) -> TransactionCounter:
         assert self._writer is not None
-        self._seq += 1
-        txn = TransactionCounter(self.config.processor_id, self._seq)
+        self._seq = self._next_seq()
+        txn = TransactionCounter(self._txn_prefix, self._seq)
         self._writer.begin()
         self._send(begin_record(self.connector, txn))
         self._txn = txn
         return txn
+
+    def _next_seq(self) -> int:
+        return self._seq + 1
 
     def _send(self, out: OutRecord) -> None:
         assert self._writer is not None
@@ -195,22 +209,28 @@ class EventProcessor:
     def _process(self, record: StreamRecord) -> int:
         """Run the handler on one record; 1 if it was dead-lettered."""
         assert self.tables is not None
+        return self._handle(record, self.tables, None)
+
+    def _handle(self, record: StreamRecord, tables: StateTables, partition: int | None) -> int:
+        """Run the handler on ``record`` over ``tables``, its changelog records going to
+        ``partition`` (None: partitioned by key); 1 if the record was dead-lettered."""
         txn = self._txn or self._begin()
         offset = record.offset
         self._next_offsets[record.topic, record.partition] = offset + 1
         self._pending_events += 1
         origin = InputOrigin(record.topic, record.partition, offset, offset + 1)
-        tx = self.tables.begin()
+        tx = tables.begin()
         try:
             event = self.decoder(record)
             self.handler(event, tx)
             truncated = tx.truncated
             cleared = (
-                {name: list(self.tables.view(name).scan()) for name in truncated}
-                if truncated
-                else None
+                {name: list(tables.view(name).scan()) for name in truncated} if truncated else None
             )
-            out = self.connector.encode(tx.preview(), origin, txn, cleared)
+            if partition is None:
+                out = self.connector.encode(tx.preview(), origin, txn, cleared)
+            else:
+                out = self.connector.encode(tx.preview(), origin, txn, cleared, partition=partition)
         except Exception as exc:  # the event, not the processor, is at fault: dead-letter it
             tx.abort()
             if not self.config.dead_letter_errors and not isinstance(exc, RejectEvent):

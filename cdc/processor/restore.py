@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -53,14 +53,17 @@ def restore_store(
     rebuilt: bool = False,
     reason: str = "",
     progress: Progress | None = None,
+    partitions: Collection[int] | None = None,
 ) -> RestoreReport:
-    """Replay the changelog from the store's checkpoint to the end, in atomic batches."""
+    """Replay the changelog from the store's checkpoint to the end, in atomic batches;
+    ``partitions``: only those partitions of each changelog topic (one task's share)."""
     started = time.monotonic()
     report = RestoreReport(rebuilt=rebuilt, reason=reason)
     checkpoint = store.checkpoint()
     ranges: dict[str, dict[int, tuple[int, int]]] = {}
     for topic in connector.topics.values():
-        for partition in range(stream.partition_count(topic)):
+        owned = range(stream.partition_count(topic)) if partitions is None else partitions
+        for partition in owned:
             bounds = stream.bounds(topic, partition)
             start = checkpoint.get(TopicPartition(topic, partition), bounds.log_start)
             if not bounds.log_start <= start <= bounds.end and not report.rebuilt:
@@ -69,6 +72,7 @@ def restore_store(
                 return restore_store(
                     stream, store, connector, rebuilt=True,
                     reason=f"{why} [{bounds.log_start}, {bounds.end}]", progress=progress,
+                    partitions=partitions,
                 )  # fmt: skip
             ranges.setdefault(topic, {})[partition] = (start, bounds.end)
     total = sum(end - start for spans in ranges.values() for start, end in spans.values())

@@ -37,6 +37,8 @@ transaction.state.log.num.partitions=4
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=1000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 auto.create.topics.enable=false
 log.cleaner.backoff.ms=1000
 """

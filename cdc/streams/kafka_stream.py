@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
 from cdc.errors import UsageError, UserError
 from cdc.streams import kafka_client as kc
 from cdc.streams.kafka_writer import KafkaTransactionalWriter
-from cdc.streams.protocol import PartitionBounds, StreamRecord, TopicPartition
+from cdc.streams.protocol import PartitionBounds, Rebalance, StreamRecord, TopicPartition
+
+if TYPE_CHECKING:
+    from cdc.streams.kafka_group import KafkaGroupReader
 
 _METADATA_TIMEOUT_S = 30.0
 
@@ -184,6 +188,22 @@ class KafkaEventStream:
     ) -> KafkaStreamReader:
         return KafkaStreamReader(self, positions, group)
 
+    def group_reader(
+        self,
+        topics: Sequence[str],
+        group: str,
+        member: str,
+        on_assigned: Callable[[list[TopicPartition]], Mapping[TopicPartition, int]],
+        on_revoked: Rebalance,
+        *,
+        session_timeout_s: float = 10.0,
+    ) -> KafkaGroupReader:
+        from cdc.streams.kafka_group import KafkaGroupReader
+
+        return KafkaGroupReader(
+            self, topics, group, member, on_assigned, on_revoked, session_timeout_s
+        )
+
     def read(
         self, topic: str, partition: int, start: int, stop: int | None = None
     ) -> Iterator[StreamRecord]:
@@ -215,8 +235,13 @@ class KafkaEventStream:
         finally:
             consumer.close()
 
-    def writer(self, transactional_id: str) -> KafkaTransactionalWriter:
-        return KafkaTransactionalWriter(self.bootstrap, transactional_id, self.client_config)
+    def writer(
+        self, transactional_id: str, *, transaction_timeout_s: float | None = None
+    ) -> KafkaTransactionalWriter:
+        extra = dict(self.client_config)
+        if transaction_timeout_s is not None:
+            extra.setdefault("transaction.timeout.ms", str(int(transaction_timeout_s * 1000)))
+        return KafkaTransactionalWriter(self.bootstrap, transactional_id, extra)
 
     def close(self) -> None:
         self._meta.close()

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdc.streams import kafka_client as kc
-from cdc.streams.protocol import StreamReader, TopicPartition
+from cdc.streams.protocol import StreamReader, TopicPartition, TransactionLostError
 
 
-class KafkaTransactionError(RuntimeError):
+class KafkaTransactionError(TransactionLostError):
     """A transaction could not be committed; nothing of it is visible to read-committed readers."""
 
 

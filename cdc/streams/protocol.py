@@ -7,9 +7,14 @@ last stable offset for read-committed readers).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
+
+
+class TransactionLostError(RuntimeError):
+    """A transaction could not be committed (failed, or its writer was fenced): nothing of it
+    is visible, and the records it consumed are to be processed again."""
 
 
 class TopicPartition(NamedTuple):
@@ -58,6 +63,24 @@ class StreamReader(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+Rebalance = Callable[[list[TopicPartition]], None]
+"""Called with the input partitions a group member gains or loses."""
+
+
+class GroupReader(StreamReader, Protocol):
+    """A reader whose partitions a consumer group assigns: ``on_assigned`` runs (inside
+    ``poll``) before records of new partitions are read and returns each one's start position;
+    ``on_revoked`` runs before partitions go to another member."""
+
+    def assignment(self) -> list[TopicPartition]:
+        """The input partitions this member owns now."""
+        ...
+
+    def seek(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Read owned partitions again from ``positions`` (after a transaction was lost)."""
+        ...
 
 
 class TransactionalWriter(Protocol):
@@ -125,6 +148,21 @@ class EventStream(Protocol):
         """A reader of committed records starting at ``positions`` (next offset to read)."""
         ...
 
+    def group_reader(
+        self,
+        topics: Sequence[str],
+        group: str,
+        member: str,
+        on_assigned: Callable[[list[TopicPartition]], Mapping[TopicPartition, int]],
+        on_revoked: Rebalance,
+        *,
+        session_timeout_s: float = 10.0,
+    ) -> GroupReader:
+        """A member ``member`` (stable across restarts) of consumer group ``group`` reading
+        ``topics``; same-numbered partitions of the topics always go to the same member. A
+        member silent for ``session_timeout_s`` loses its partitions to the others."""
+        ...
+
     def read(
         self, topic: str, partition: int, start: int, stop: int | None = None
     ) -> Iterator[StreamRecord]:
@@ -136,8 +174,12 @@ class EventStream(Protocol):
         """The positions ``group`` committed for ``topic``'s partitions (absent: none)."""
         ...
 
-    def writer(self, transactional_id: str) -> TransactionalWriter:
-        """A transactional writer; a new writer with the same id fences the old one."""
+    def writer(
+        self, transactional_id: str, *, transaction_timeout_s: float | None = None
+    ) -> TransactionalWriter:
+        """A transactional writer; a new writer with the same id fences the old one.
+        ``transaction_timeout_s``: how long a transaction its writer left open (a killed
+        process) may hold readers back before the broker aborts it (Kafka; default 60 s)."""
         ...
 
     def close(self) -> None: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cdc.errors import UserError
+from cdc.streams.protocol import TransactionLostError
 
 
 class LocalLogError(RuntimeError):
@@ -45,7 +46,7 @@ class CorruptLogError(UserError, LocalLogError):
         super().__init__(f"{reason} at {', '.join(where)}" if where else reason)
 
 
-class FencedWriterError(LocalLogError):
+class FencedWriterError(LocalLogError, TransactionLostError):
     """A newer writer with the same transactional id exists; this one may no longer commit."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 
@@ -35,7 +35,13 @@ from cdc.streams.local.settings import (
     validate_topic,
 )
 from cdc.streams.local.writer import LocalTransactionalWriter
-from cdc.streams.protocol import PartitionBounds, StreamRecord, TopicPartition
+from cdc.streams.protocol import (
+    GroupReader,
+    PartitionBounds,
+    Rebalance,
+    StreamRecord,
+    TopicPartition,
+)
 
 _READ_BATCH = 10_000
 
@@ -177,8 +183,27 @@ class LocalLog:
         positions = self._journal.state.groups.get(group, {})
         return {tp.partition: pos for tp, pos in positions.items() if tp.topic == topic}
 
-    def writer(self, transactional_id: str) -> LocalTransactionalWriter:
-        """A transactional writer; a newer writer with the same id fences this one."""
+    def group_reader(
+        self,
+        topics: Sequence[str],
+        group: str,
+        member: str,
+        on_assigned: Callable[[list[TopicPartition]], Mapping[TopicPartition, int]],
+        on_revoked: Rebalance,
+        *,
+        session_timeout_s: float = 10.0,
+    ) -> GroupReader:
+        """A member of ``group``; the local log sees a dead member at once (its locks go with
+        the process), so ``session_timeout_s`` plays no part."""
+        from cdc.streams.local.group import LocalGroupReader
+
+        return LocalGroupReader(self, topics, group, member, on_assigned, on_revoked)
+
+    def writer(
+        self, transactional_id: str, *, transaction_timeout_s: float | None = None
+    ) -> LocalTransactionalWriter:
+        """A transactional writer; a newer writer with the same id fences this one (a killed
+        writer's transaction never blocks readers here: ``transaction_timeout_s`` is unused)."""
         os.makedirs(self.root, exist_ok=True)
         writer = LocalTransactionalWriter(self.root, self._journal, self.settings, transactional_id)
         self._owned.add(writer)

@@ -181,6 +181,14 @@ class LocalTransactionalWriter:
                 group = getattr(reader, "group", None)
                 if not isinstance(group, str):
                     raise ValueError("committing consumed positions needs a reader with a group")
+                owns = getattr(reader, "owns", None)
+                lost = [tp for tp in consumed if owns is not None and not owns(tp)]
+                if lost:
+                    self._rollback()
+                    raise FencedWriterError(
+                        f"group {group} gave {lost[0].topic} partition {lost[0].partition} to "
+                        "another member: this transaction may not commit its position"
+                    )
                 groups[group] = {TopicPartition(*tp): _position(p) for tp, p in consumed.items()}
             touched = list(self._touched.values())
             try:

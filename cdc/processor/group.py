@@ -1,0 +1,279 @@
+"""A partitioned processor: one member of a consumer group, running a task per input partition.
+
+Several members of one processor (processes, or machines) share its input partitions the way
+Kafka Streams instances do: the group assigns partitions, and each member keeps a task per
+partition it owns, with the task's state in a store of its own and its writes on the same
+partition of every changelog topic. Each member commits its own transactions (transactional id
+``<processor>.processor.<member>``) with the group's metadata, so a member that lost its
+partitions (a zombie) is fenced by the group generation and cannot commit over the new owner.
+
+A rebalance is handled inside ``poll``: partitions leaving commit the open transaction first
+and close their tasks; partitions arriving read their committed input positions (stable ones:
+a pending transaction of the previous owner is resolved first), then restore their tasks from
+the changelog (only the tail when the store is there) before any of their records is read.
+
+The state of a key must be written by one task only: key the inputs by the state tables' keys
+(as Kafka Streams requires before an aggregation); inputs must have equal partition counts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from cdc.connector.metadata import end_record
+from cdc.errors import UsageError
+from cdc.processor.events import Decoder, json_decoder
+from cdc.processor.processor import EventProcessor, Handler, ProcessorConfig
+from cdc.processor.restore import Progress, RestoreReport
+from cdc.processor.tasks import StateTask, open_task
+from cdc.state import StateTable
+from cdc.state.changes import Row
+from cdc.streams.partitioner import partition_for
+from cdc.streams.protocol import (
+    EventStream,
+    GroupReader,
+    StreamRecord,
+    TopicPartition,
+    TransactionLostError,
+)
+
+STANDBY_INTERVAL_S = 1.0
+"""How often standby tasks apply the changelog their owners wrote meanwhile."""
+
+
+class GroupProcessor(EventProcessor):
+    """One member (``member``: a name stable across its restarts) of a partitioned processor.
+
+    ``standby_replicas`` > 0 keeps a standby of every task this member does not own (so with
+    two members, one replica of each task)."""
+
+    def __init__(
+        self,
+        config: ProcessorConfig,
+        stream: EventStream,
+        tables: Sequence[StateTable],
+        handler: Handler,
+        *,
+        member: str,
+        standby_replicas: int = 0,
+        decoder: Decoder = json_decoder,
+        progress: Progress | None = None,
+    ) -> None:
+        counts = {topic: stream.partition_count(topic) for topic in config.inputs}
+        if len(set(counts.values())) != 1:
+            listed = ", ".join(f"{t} has {n}" for t, n in counts.items())
+            raise UsageError(
+                f"the inputs of partitioned processor {config.processor_id} are not "
+                f"co-partitioned ({listed} partitions): give them equal partition counts"
+            )
+        if config.changelog_partitions not in (0, *counts.values()):
+            raise UsageError(
+                f"a partitioned processor's changelog has one partition per input partition "
+                f"({next(iter(counts.values()))}), not {config.changelog_partitions}"
+            )
+        super().__init__(config, stream, tables, handler, decoder=decoder)
+        self.member, self.standby_replicas, self._progress = member, standby_replicas, progress
+        self.partitions = next(iter(counts.values()))
+        self._txn_prefix = f"{config.processor_id}:{member}"
+        self.tasks: dict[int, StateTask] = {}
+        self.standbys: dict[int, StateTask] = {}
+        self._owned: set[TopicPartition] = set()
+        self._touched: set[int] = set()
+        self._lost = False
+        self._standby_due = 0.0
+        self.rebalances: list[tuple[str, list[int], float]] = []
+        """(``assigned`` | ``revoked``, task partitions, seconds it took), in order."""
+
+    def start(self, progress: Progress | None = None) -> RestoreReport:
+        """Create the topics and join the group; tasks are restored as partitions arrive."""
+        cfg, stream = self.config, self.stream
+        for topic in self.connector.topics.values():
+            stream.ensure_topic(topic, self.partitions, compacted=True)
+        stream.ensure_topic(self.connector.transaction_topic, 1)
+        stream.ensure_topic(cfg.dead_letter_topic, 1)
+        # Abort this member's transaction left open by its previous run before reading anything.
+        self._writer = stream.writer(
+            f"{cfg.processor_id}.processor.{self.member}",
+            transaction_timeout_s=cfg.transaction_timeout_s,
+        )
+        self._progress = progress or self._progress
+        self._reader = stream.group_reader(
+            cfg.inputs, cfg.processor_id, self.member, self._on_assigned, self._on_revoked,
+            session_timeout_s=cfg.session_timeout_s,
+        )  # fmt: skip
+        if self.standby_replicas > 0:
+            self._refresh_standbys()
+        return RestoreReport()
+
+    def _next_seq(self) -> int:
+        # Members number their commits independently: microseconds keep them in time order
+        # across members (for ``txn:`` cuts), strictly increasing within one.
+        return max(self._seq + 1, time.time_ns() // 1000)
+
+    def _on_assigned(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        started = time.monotonic()
+        committed = {
+            topic: self.stream.committed_positions(self.config.processor_id, topic)
+            for topic in {tp.topic for tp in partitions}
+        }
+        new = sorted({tp.partition for tp in partitions} - set(self.tasks))
+        for partition in new:
+            task = self.standbys.pop(partition, None)
+            if task is not None:
+                task.catch_up(self.stream, self.connector, self._progress)
+            else:
+                task = open_task(self.stream, self.connector, self._declared,
+                                 self.config.store_url, partition, self._progress)  # fmt: skip
+            task.active = True
+            self.tasks[partition] = task
+        starts = {}
+        for tp in partitions:
+            start = committed[tp.topic].get(tp.partition)
+            if start is None:
+                start = self.stream.bounds(tp.topic, tp.partition).log_start
+            starts[tp] = start
+        self._owned.update(partitions)
+        self._consumed.update(starts)
+        self.rebalances.append(("assigned", new, time.monotonic() - started))
+        return starts
+
+    def _on_revoked(self, partitions: list[TopicPartition]) -> None:
+        started = time.monotonic()
+        if self._txn is not None:
+            self._commit()
+        self._owned.difference_update(partitions)
+        for tp in partitions:
+            self._consumed.pop(tp, None)
+        kept = {tp.partition for tp in self._owned}
+        gone = sorted(set(self.tasks) - kept)
+        for partition in gone:
+            task = self.tasks.pop(partition)
+            if self._lost:
+                task.tables.discard()
+            task.active = False
+            if self.standby_replicas > 0:
+                self.standbys[partition] = task
+            else:
+                task.close()
+        self.rebalances.append(("revoked", gone, time.monotonic() - started))
+
+    def _poll(self, want: int) -> list[StreamRecord]:
+        assert self._reader is not None
+        records = self._reader.poll(want, self.config.commit_interval_s)
+        if self._lost:
+            self._rewind()
+            return []
+        if self.standby_replicas > 0 and time.monotonic() >= self._standby_due:
+            self._refresh_standbys()
+        return records
+
+    def _rewind(self) -> None:
+        """After a lost transaction: forget its state writes and read its input again."""
+        for task in self.tasks.values():
+            task.tables.discard()
+        self._touched.clear()
+        self._next_offsets.clear()
+        self._txn, self._pending_events, self._lost = None, 0, False
+        reader = self._reader
+        assert isinstance(reader, GroupReader)  # type: ignore[misc]
+        owned = {tp: o for tp, o in self._consumed.items() if tp in self._owned}
+        reader.seek(owned)
+
+    def _refresh_standbys(self) -> None:
+        for partition in range(self.partitions):
+            if partition in self.tasks:
+                continue
+            task = self.standbys.get(partition)
+            if task is None:
+                task = self.standbys[partition] = open_task(
+                    self.stream, self.connector, self._declared, self.config.store_url, partition
+                )
+            else:
+                task.catch_up(self.stream, self.connector)
+        self._standby_due = time.monotonic() + STANDBY_INTERVAL_S
+
+    def _process(self, record: StreamRecord) -> int:
+        partition = record.partition
+        self._touched.add(partition)
+        return self._handle(record, self.tasks[partition].tables, partition)
+
+    def _commit(self) -> None:
+        assert self._writer is not None and self._txn is not None
+        self._send(end_record(self.connector, self._txn))
+        consumed = dict(self._consumed)
+        consumed.update({TopicPartition(*tp): o for tp, o in self._next_offsets.items()})
+        try:
+            written = self._writer.commit(consumed, self._reader)
+        except TransactionLostError:
+            self._lost = True  # fenced or failed: nothing of it is visible; _poll rewinds
+            self._txn = None
+            return
+        self._consumed = consumed
+        self._next_offsets.clear()
+        for tp, position in written.items():
+            task = self.tasks.get(tp.partition)
+            if task is not None and tp.topic in self.connector.table_of_topic:
+                task.checkpoint[tp] = position
+        for partition in self._touched:
+            task = self.tasks[partition]
+            task.tables.apply(dict(task.checkpoint))
+        self._touched.clear()
+        self._txn, self._pending_events = None, 0
+
+    def partition_of(self, input_key: bytes) -> int:
+        """The task (input partition) an input record keyed ``input_key`` goes to, by Kafka's
+        default partitioner: which member to ask about the state of that key."""
+        return partition_for(input_key, self.partitions)
+
+    def get(
+        self, table: StateTable | str, key: object, *, input_key: bytes | None = None
+    ) -> Row | None:
+        """Interactive query: the committed row of ``key`` in ``table`` on this member, looked
+        up in the task of ``input_key``'s partition, else in every active task here. Raises
+        ``KeyError`` when ``input_key``'s task is not owned by this member (ask its owner)."""
+        if input_key is not None:
+            partition = self.partition_of(input_key)
+            if partition not in self.tasks:
+                raise KeyError(
+                    f"task {partition} of {self.config.processor_id} is not on member "
+                    f"{self.member} (it owns {sorted(self.tasks)})"
+                )
+            return self.tasks[partition].tables.view(table).get(key)
+        for task in self.tasks.values():
+            row = task.tables.view(table).get(key)
+            if row is not None:
+                return row
+        return None
+
+    def emit_snapshot(self, *tables: str) -> int:
+        """Each active task's rows of ``tables`` (default: all) as read (``r``) events on its
+        changelog partition, in one transaction; returns the number of rows."""
+        from cdc.connector import InputOrigin
+
+        if self._txn is not None:
+            self._commit()
+        txn = self._begin()
+        rows = 0
+        for partition, task in self.tasks.items():
+            origin = InputOrigin("snapshot", partition, 0, 0)
+            for change in task.tables.snapshot(*tables):
+                for item in self.connector.encode([change], origin, txn, snapshot=True,
+                                                  partition=partition):  # fmt: skip
+                    self._send(item)
+                rows += 1
+        self._touched.update(self.tasks)
+        self._commit()
+        return rows
+
+    def close(self) -> None:
+        """Leave the group (the open transaction of revoked tasks commits) and close stores."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        if self._writer is not None:
+            self._writer.close()
+        for task in [*self.tasks.values(), *self.standbys.values()]:
+            task.close()
+        self.tasks.clear()
+        self.standbys.clear()

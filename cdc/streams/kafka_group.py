@@ -1,0 +1,84 @@
+"""A consumer-group member on Kafka: partitions assigned by the group, rebalances reported.
+
+Members of one processor share its input partitions. With one input topic the assignment is
+cooperative-sticky (a rebalance moves only the partitions that must move); with several it is
+``range``, the assignor that gives same-numbered partitions of co-partitioned topics to the same
+member, so one task sees every input of its partition. ``group.instance.id`` is the member's
+name (static membership): a member restarted within the session timeout gets its partitions
+back without a rebalance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from cdc.streams import kafka_client as kc
+from cdc.streams.kafka_stream import KafkaStreamReader
+from cdc.streams.protocol import Rebalance, TopicPartition
+
+if TYPE_CHECKING:
+    from cdc.streams.kafka_stream import KafkaEventStream
+
+
+class KafkaGroupReader(KafkaStreamReader):
+    """Read-committed reader over the partitions the consumer group assigns to ``member``."""
+
+    def __init__(
+        self,
+        stream: KafkaEventStream,
+        topics: Sequence[str],
+        group: str,
+        member: str,
+        on_assigned: Callable[[list[TopicPartition]], Mapping[TopicPartition, int]],
+        on_revoked: Rebalance,
+        session_timeout_s: float,
+    ) -> None:
+        self.group = group
+        self.at_end = set()
+        self.consumer = kc.make_consumer(
+            stream.bootstrap,
+            group,
+            {
+                "group.instance.id": member,
+                "partition.assignment.strategy": (
+                    "cooperative-sticky" if len(topics) == 1 else "range"
+                ),
+                # the broker's minimum is group.min.session.timeout.ms (6 s by default)
+                "session.timeout.ms": int(session_timeout_s * 1000),
+                "heartbeat.interval.ms": max(100, int(session_timeout_s * 1000) // 5),
+                **stream.client_config,
+            },
+        )
+        self._assigned, self._revoked = on_assigned, on_revoked
+        self._cooperative = len(topics) == 1
+        self.consumer.subscribe(
+            list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
+            on_lost=self._on_revoke,
+        )  # fmt: skip
+
+    def _on_assign(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
+        arriving = [TopicPartition(p.topic, p.partition) for p in partitions]
+        starts = self._assigned(arriving)
+        placed = [kc.KafkaPartition(*tp, starts[tp]) for tp in arriving]
+        if self._cooperative:
+            consumer.incremental_assign(placed)
+        else:
+            consumer.assign(placed)
+
+    def _on_revoke(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
+        gone = [TopicPartition(p.topic, p.partition) for p in partitions]
+        self.at_end.difference_update(gone)
+        self._revoked(gone)
+        if self._cooperative:
+            consumer.incremental_unassign(partitions)
+        else:
+            consumer.unassign()
+
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(p.topic, p.partition) for p in self.consumer.assignment()]
+
+    def seek(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Read the partitions again from ``positions`` (after a transaction was lost)."""
+        for (topic, partition), offset in positions.items():
+            self.consumer.seek(kc.KafkaPartition(topic, partition, offset))
