@@ -18,18 +18,17 @@ The state of a key must be written by one task only: key the inputs by the state
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cdc.connector.metadata import end_record
 from cdc.errors import UsageError
 from cdc.processor.events import Decoder, json_decoder
 from cdc.processor.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport
-from cdc.processor.tasks import StateTask, open_task
+from cdc.processor.tasks import RebalanceEvent, StateTask, open_task
 from cdc.state import StateTable
-from cdc.state.changes import Row
-from cdc.streams.partitioner import partition_for
 from cdc.streams.protocol import (
     EventStream,
     GroupReader,
@@ -37,6 +36,8 @@ from cdc.streams.protocol import (
     TopicPartition,
     TransactionLostError,
 )
+
+_log = logging.getLogger(__name__)
 
 STANDBY_INTERVAL_S = 1.0
 """How often standby tasks apply the changelog their owners wrote meanwhile."""
@@ -59,6 +60,7 @@ class GroupProcessor(EventProcessor):
         standby_replicas: int = 0,
         decoder: Decoder = json_decoder,
         progress: Progress | None = None,
+        on_rebalance: Callable[[RebalanceEvent], None] | None = None,
     ) -> None:
         counts = {topic: stream.partition_count(topic) for topic in config.inputs}
         if len(set(counts.values())) != 1:
@@ -81,9 +83,12 @@ class GroupProcessor(EventProcessor):
         self._owned: set[TopicPartition] = set()
         self._touched: set[int] = set()
         self._lost = False
+        self.lost_transactions = 0
         self._standby_due = 0.0
-        self.rebalances: list[tuple[str, list[int], float]] = []
-        """(``assigned`` | ``revoked``, task partitions, seconds it took), in order."""
+        self._rebalances_seen = 0
+        self.rebalances: list[RebalanceEvent] = []
+        """Every change of this member's tasks, in order."""
+        self.on_rebalance = on_rebalance
 
     def start(self, progress: Progress | None = None) -> RestoreReport:
         """Create the topics and join the group; tasks are restored as partitions arrive."""
@@ -124,7 +129,7 @@ class GroupProcessor(EventProcessor):
                 task.catch_up(self.stream, self.connector, self._progress)
             else:
                 task = open_task(self.stream, self.connector, self._declared,
-                                 self.config.store_url, partition, self._progress)  # fmt: skip
+                                 self.config.store_url, self.member, partition, self._progress)  # fmt: skip
             task.active = True
             self.tasks[partition] = task
         starts = {}
@@ -135,7 +140,8 @@ class GroupProcessor(EventProcessor):
             starts[tp] = start
         self._owned.update(partitions)
         self._consumed.update(starts)
-        self.rebalances.append(("assigned", new, time.monotonic() - started))
+        restored = {p: self.tasks[p].restores[-1].events for p in new}
+        self._rebalanced(RebalanceEvent("assigned", new, time.monotonic() - started, restored))
         return starts
 
     def _on_revoked(self, partitions: list[TopicPartition]) -> None:
@@ -156,7 +162,16 @@ class GroupProcessor(EventProcessor):
                 self.standbys[partition] = task
             else:
                 task.close()
-        self.rebalances.append(("revoked", gone, time.monotonic() - started))
+        self._rebalanced(RebalanceEvent("revoked", gone, time.monotonic() - started))
+
+    def _rebalanced(self, event: RebalanceEvent) -> None:
+        self.rebalances.append(event)
+        if self.on_rebalance is not None:
+            self.on_rebalance(event)
+
+    def _reassigned(self) -> bool:
+        seen, self._rebalances_seen = self._rebalances_seen, len(self.rebalances)
+        return seen != self._rebalances_seen
 
     def _poll(self, want: int) -> list[StreamRecord]:
         assert self._reader is not None
@@ -187,7 +202,12 @@ class GroupProcessor(EventProcessor):
             task = self.standbys.get(partition)
             if task is None:
                 task = self.standbys[partition] = open_task(
-                    self.stream, self.connector, self._declared, self.config.store_url, partition
+                    self.stream,
+                    self.connector,
+                    self._declared,
+                    self.config.store_url,
+                    self.member,
+                    partition,
                 )
             else:
                 task.catch_up(self.stream, self.connector)
@@ -205,8 +225,12 @@ class GroupProcessor(EventProcessor):
         consumed.update({TopicPartition(*tp): o for tp, o in self._next_offsets.items()})
         try:
             written = self._writer.commit(consumed, self._reader)
-        except TransactionLostError:
-            self._lost = True  # fenced or failed: nothing of it is visible; _poll rewinds
+        except TransactionLostError as exc:
+            # Fenced (another member owns a partition now) or failed: nothing of it is
+            # visible; _poll rewinds the input and forgets the state writes.
+            _log.warning("member %s: transaction lost, input read again: %s", self.member, exc)
+            self.lost_transactions += 1
+            self._lost = True
             self._txn = None
             return
         self._consumed = consumed
@@ -221,30 +245,10 @@ class GroupProcessor(EventProcessor):
         self._touched.clear()
         self._txn, self._pending_events = None, 0
 
-    def partition_of(self, input_key: bytes) -> int:
-        """The task (input partition) an input record keyed ``input_key`` goes to, by Kafka's
-        default partitioner: which member to ask about the state of that key."""
-        return partition_for(input_key, self.partitions)
-
-    def get(
-        self, table: StateTable | str, key: object, *, input_key: bytes | None = None
-    ) -> Row | None:
-        """Interactive query: the committed row of ``key`` in ``table`` on this member, looked
-        up in the task of ``input_key``'s partition, else in every active task here. Raises
-        ``KeyError`` when ``input_key``'s task is not owned by this member (ask its owner)."""
-        if input_key is not None:
-            partition = self.partition_of(input_key)
-            if partition not in self.tasks:
-                raise KeyError(
-                    f"task {partition} of {self.config.processor_id} is not on member "
-                    f"{self.member} (it owns {sorted(self.tasks)})"
-                )
-            return self.tasks[partition].tables.view(table).get(key)
-        for task in self.tasks.values():
-            row = task.tables.view(table).get(key)
-            if row is not None:
-                return row
-        return None
+    def consumed_position(self, tp: TopicPartition) -> int:
+        """The next input offset of an owned partition (processed, maybe not yet committed)."""
+        pending = self._next_offsets.get((tp.topic, tp.partition))
+        return pending if pending is not None else self._consumed.get(tp, 0)
 
     def emit_snapshot(self, *tables: str) -> int:
         """Each active task's rows of ``tables`` (default: all) as read (``r``) events on its

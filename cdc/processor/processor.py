@@ -162,7 +162,7 @@ class EventProcessor:
                 report.dead_lettered += self._process(record)
                 report.events += 1
             now = time.monotonic()
-            if records:
+            if records or self._reassigned():
                 last_input = now
             due = now - last_commit >= self.config.commit_interval_s
             full = self._pending_events >= self.config.commit_max_events
@@ -185,6 +185,10 @@ class EventProcessor:
     def _poll(self, want: int) -> list[StreamRecord]:
         assert self._reader is not None
         return self._reader.poll(want, self.config.commit_interval_s)
+
+    def _reassigned(self) -> bool:
+        """Whether the input partitions changed in the last poll (the idle time restarts)."""
+        return False
 
     def _begin(self) -> TransactionCounter:
         assert self._writer is not None

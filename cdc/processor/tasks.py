@@ -25,14 +25,26 @@ from cdc.state import (
 from cdc.streams.protocol import EventStream, TopicPartition
 
 
-def task_store_url(store_url: str, partition: int) -> str:
-    """The store of task ``partition`` under the member's store URL: ``rocksdb:///dir`` ->
-    ``rocksdb:///dir/task-<partition>``; ``memory://`` stays an (own) in-memory store."""
+def task_store_url(store_url: str, member: str, partition: int) -> str:
+    """The store of ``member``'s task ``partition`` under the processor's store URL:
+    ``rocksdb:///dir`` -> ``rocksdb:///dir/<member>/task-<partition>`` (members on one machine
+    may share the URL); ``memory://`` stays an (own) in-memory store."""
     parts = urlsplit(store_url)
     if parts.scheme == "memory":
         return store_url
-    path = parts.path.rstrip("/") + f"/task-{partition}"
+    path = parts.path.rstrip("/") + f"/{member}/task-{partition}"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class RebalanceEvent:
+    """A change of a member's tasks: ``assigned`` (restored first) or ``revoked``."""
+
+    kind: str
+    tasks: list[int]
+    seconds: float
+    restored_events: dict[int, int] = field(default_factory=dict)
+    """Per assigned task, the changelog records its restore applied."""
 
 
 @dataclass
@@ -71,12 +83,13 @@ def open_task(
     connector: ChangelogConnector,
     tables: Sequence[StateTable],
     store_url: str,
+    member: str,
     partition: int,
     progress: Progress | None = None,
 ) -> StateTask:
     """Open task ``partition``'s store (rebuilt when unusable) and restore it to the end of
     its changelog partitions: only the tail after its checkpoint when the store is intact."""
-    url = task_store_url(store_url, partition)
+    url = task_store_url(store_url, member, partition)
     try:
         store, reason = open_state_store(url), ""
     except CorruptStateStoreError as exc:

@@ -52,6 +52,7 @@ class KafkaGroupReader(KafkaStreamReader):
         )
         self._assigned, self._revoked = on_assigned, on_revoked
         self._cooperative = len(topics) == 1
+        self._metadata: object = None
         self.consumer.subscribe(
             list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
             on_lost=self._on_revoke,
@@ -65,6 +66,7 @@ class KafkaGroupReader(KafkaStreamReader):
             consumer.incremental_assign(placed)
         else:
             consumer.assign(placed)
+        self._metadata = consumer.consumer_group_metadata()
 
     def _on_revoke(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
         gone = [TopicPartition(p.topic, p.partition) for p in partitions]
@@ -74,6 +76,20 @@ class KafkaGroupReader(KafkaStreamReader):
             consumer.incremental_unassign(partitions)
         else:
             consumer.unassign()
+        try:
+            self._metadata = consumer.consumer_group_metadata()
+        except (kc.KafkaException, RuntimeError):  # the consumer is closing
+            self._metadata = None
+
+    def group_metadata(self) -> object:
+        """The group generation the processor knows of: the one of the last rebalance it saw.
+
+        librdkafka rejoins the group in the background (after a pause longer than the
+        session, say) and serves the rebalance to the application only at the next ``poll``.
+        A transaction committed in between with the consumer's current metadata would pass
+        the generation check although its records were read while another member owned their
+        partitions; with this snapshot it is fenced, as it must be."""
+        return self._metadata
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(p.topic, p.partition) for p in self.consumer.assignment()]

@@ -89,7 +89,8 @@ class KafkaStreamReader:
         """The partition a partition-EOF message is about; any other error is raised."""
         topic, partition = msg.topic() or "", msg.partition() or 0
         if err.code() != kc.KafkaError._PARTITION_EOF:
-            raise KafkaStreamError(f"reading {topic} partition {partition}: {err.str()}")
+            where = f"{topic} partition {partition}" if topic else f"as consumer group {self.group}"
+            raise KafkaStreamError(f"reading {where}: {err.str()}")
         return TopicPartition(topic, partition)
 
     def position(self, topic: str, partition: int) -> int:
@@ -238,10 +239,10 @@ class KafkaEventStream:
     def writer(
         self, transactional_id: str, *, transaction_timeout_s: float | None = None
     ) -> KafkaTransactionalWriter:
-        extra = dict(self.client_config)
-        if transaction_timeout_s is not None:
-            extra.setdefault("transaction.timeout.ms", str(int(transaction_timeout_s * 1000)))
-        return KafkaTransactionalWriter(self.bootstrap, transactional_id, extra)
+        return KafkaTransactionalWriter(
+            self.bootstrap, transactional_id, self.client_config,
+            transaction_timeout_s=transaction_timeout_s,
+        )  # fmt: skip
 
     def close(self) -> None:
         self._meta.close()

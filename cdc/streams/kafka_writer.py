@@ -30,9 +30,13 @@ class KafkaTransactionalWriter:
         extra: Mapping[str, str],
         *,
         visible_on_commit: bool = True,
+        transaction_timeout_s: float | None = None,
     ) -> None:
         self.transactional_id = transactional_id
         self._bootstrap, self._extra = bootstrap, extra
+        self._timeout = {} if transaction_timeout_s is None else {
+            "transaction.timeout.ms": int(transaction_timeout_s * 1000)
+        }  # fmt: skip
         self._producer = self._new_producer()
         self._watermarks = kc.make_consumer(bootstrap, None, extra) if visible_on_commit else None
         self._producer.init_transactions(60)
@@ -48,7 +52,9 @@ class KafkaTransactionalWriter:
         self._producer.begin_transaction()
 
     def _new_producer(self) -> kc.Producer:
-        return kc.make_producer(self._bootstrap, self.transactional_id, self._extra)
+        return kc.make_producer(
+            self._bootstrap, self.transactional_id, {**self._timeout, **self._extra}
+        )
 
     def _on_delivery(self, written: dict[tuple[str, int], int]) -> Any:
         generation = self._generation
@@ -108,9 +114,9 @@ class KafkaTransactionalWriter:
                 if consumer is None:
                     raise ValueError("committing consumed positions needs the Kafka reader")
                 offsets = [kc.KafkaPartition(t, p, o) for (t, p), o in consumed.items()]
-                self._producer.send_offsets_to_transaction(
-                    offsets, consumer.consumer_group_metadata(), 60
-                )
+                pinned = getattr(reader, "group_metadata", None)
+                metadata = pinned() if pinned else consumer.consumer_group_metadata()
+                self._producer.send_offsets_to_transaction(offsets, metadata, 60)
             self._producer.flush(60)
             if self._failure:
                 raise KafkaTransactionError(f"a record was not delivered: {self._failure}")

@@ -21,6 +21,7 @@ from cdc.examples import (
 from cdc.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.state import StateTable
 from cdc.streams.registry import open_stream
+from replay.cli import process_group
 
 EXAMPLES: dict[str, tuple[tuple[str, ...], list[StateTable], Handler]] = {
     "demo": (
@@ -42,6 +43,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-timeout", type=float, default=2.0, help="stop after this idle time")
     p.add_argument("--commit-events", type=int, default=5_000)
     p.add_argument("--no-schemas", action="store_true", help="changelog without Connect schemas")
+    p.add_argument(
+        "--member",
+        help="run as this member of a partitioned processor (a task per input partition; "
+        "run the command once per instance, each with its own stable name)",
+    )
+    p.add_argument(
+        "--instances", type=int, help="start this many members here (partitioned processor)"
+    )
+    p.add_argument(
+        "--standby-replicas", type=int, default=0,
+        help="members keep warm copies of the tasks they do not own (faster failover)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,11 +62,15 @@ def run(args: argparse.Namespace) -> int:
     inputs, tables, handler = EXAMPLES[args.example]
     if args.inputs:
         inputs = tuple(t for t in args.inputs.split(",") if t)
-    stream = open_stream(args.stream)
+    if args.instances is not None:
+        return process_group.run_instances(args)
     config = ProcessorConfig(
         args.id, inputs, store_url=args.store, commit_max_events=args.commit_events,
         schemas_enable=not args.no_schemas,
     )  # fmt: skip
+    if args.member:
+        return process_group.run_member(args, config, tables, handler)
+    stream = open_stream(args.stream)
     processor = EventProcessor(config, stream, tables, handler)
     restored = processor.start()
     print(json.dumps({

@@ -1,0 +1,217 @@
+"""Partitioned processors on the local log, in one process: members share the tasks, each task's
+state and changelog stay on its input partition, standbys, queries, and the errors a user meets.
+(The kill -9 trials on Kafka and the local log are in test_group_crashes.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from cdc.errors import UsageError
+from cdc.events import ChangeEvent, Op, parse_value
+from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
+from cdc.processor import InputEvent, ProcessorConfig
+from cdc.processor.group import GroupProcessor
+from cdc.processor.queries import MemberQueries, TaskNotHere
+from cdc.state import StateTransaction
+from cdc.streams.local import LocalLog
+from cdc.streams.local.errors import FencedWriterError
+from cdc.streams.partitioner import partition_for
+from cdc.streams.protocol import TopicPartition, TransactionLostError
+from tests.cdc.processor.test_processor import changelog_state, expected_totals, payments
+
+TOPIC = "payments-in"
+
+
+@pytest.fixture
+def stream(tmp_path: Path) -> Iterator[LocalLog]:
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    log.ensure_topic(TOPIC, 4)
+    yield log
+    log.close()
+
+
+def feed(stream: LocalLog, events: list[dict[str, str]]) -> None:
+    writer = stream.writer("feeder")
+    writer.begin()
+    for event in events:
+        writer.send(TOPIC, event["customer_id"].encode(), json.dumps(event).encode())
+    writer.commit()
+    writer.close()
+
+
+def member(stream: LocalLog, tmp_path: Path, name: str, **kwargs: object) -> GroupProcessor:
+    config = ProcessorConfig("pay", (TOPIC,), store_url=f"rocksdb://{tmp_path}/stores",
+                             commit_max_events=50)  # fmt: skip
+    processor = GroupProcessor(
+        config, stream, [PAYMENTS_PER_CUSTOMER], count_payment, member=name, **kwargs  # type: ignore[arg-type]
+    )
+    processor.start()
+    return processor
+
+
+def state(*members: GroupProcessor) -> dict[str, tuple[int, Decimal]]:
+    out: dict[str, tuple[int, Decimal]] = {}
+    for m in members:
+        for task in m.tasks.values():
+            for row in task.tables.view(PAYMENTS_PER_CUSTOMER).scan():
+                assert row["customer_id"] not in out, "a key in two tasks"
+                out[row["customer_id"]] = (row["payments"], row["total_amount"])
+    return out
+
+
+def run_until_idle(*members: GroupProcessor, rounds: int = 3) -> None:
+    for _ in range(rounds):
+        for m in members:
+            m.run(idle_timeout_s=0.3)
+
+
+def test_two_members_share_the_tasks_and_keep_state_on_the_input_partition(
+    stream: LocalLog, tmp_path: Path
+) -> None:
+    events = payments(600, seed=11)
+    feed(stream, events)
+    a = member(stream, tmp_path, "a")
+    a.run(max_events=200)
+    b = member(stream, tmp_path, "b")
+    run_until_idle(a, b)
+    assert sorted([*a.tasks, *b.tasks]) == [0, 1, 2, 3] and a.tasks and b.tasks
+    assert state(a, b) == expected_totals(events)
+    assert changelog_state(stream, a.connector) == expected_totals(events)
+    topic = a.connector.topics[PAYMENTS_PER_CUSTOMER.name]
+    for p in range(4):
+        for record in stream.read(topic, p, 0):
+            change = parse_value(record.value, key=record.key)
+            assert isinstance(change, ChangeEvent)
+            assert change.source.input_partition == p  # type: ignore[union-attr]
+            assert partition_for(change.after["customer_id"].encode(), 4) == p  # type: ignore[index]
+            member_name = change.transaction.id.split(":")[1]  # type: ignore[union-attr]
+            assert member_name in {"a", "b"}
+    # b took over tasks a had processed: their stores were restored from those partitions only
+    moved = [e for e in b.rebalances if e.kind == "assigned" and e.tasks]
+    assert moved and all(set(e.restored_events) == set(e.tasks) for e in moved)
+    a.close()
+    b.close()
+
+
+def test_inputs_must_be_co_partitioned(stream: LocalLog, tmp_path: Path) -> None:
+    stream.ensure_topic("other-in", 3)
+    config = ProcessorConfig("pay", (TOPIC, "other-in"), store_url="memory://")
+    with pytest.raises(UsageError, match="payments-in has 4, other-in has 3"):
+        GroupProcessor(config, stream, [PAYMENTS_PER_CUSTOMER], count_payment, member="a")
+
+
+def test_a_member_name_runs_once(stream: LocalLog, tmp_path: Path) -> None:
+    a = member(stream, tmp_path, "a")
+    with pytest.raises(UsageError, match="member a of group pay already runs"):
+        member(stream, tmp_path / "other", "a")
+    a.close()
+
+
+def test_a_commit_of_positions_of_a_task_not_owned_is_fenced(
+    stream: LocalLog, tmp_path: Path
+) -> None:
+    feed(stream, payments(40, seed=2))
+    a = member(stream, tmp_path, "a")
+    a.run(idle_timeout_s=0.3)
+    reader = stream.group_reader([TOPIC], "pay", "zombie", lambda tps: {tp: 0 for tp in tps},
+                                 lambda tps: None)  # fmt: skip
+    reader.poll(10, 0.3)  # owns nothing: a holds every task lock
+    writer = stream.writer("zombie-writer")
+    writer.begin()
+    writer.send("pay.payments_per_customer", b"k", b"v", partition=0)
+    with pytest.raises(FencedWriterError, match="partition 0 to another member") as raised:
+        writer.commit({TopicPartition(TOPIC, 0): 5}, reader)
+    assert isinstance(raised.value, TransactionLostError)
+    assert stream.bounds("pay.payments_per_customer", 0).end == a.tasks[0].checkpoint[
+        TopicPartition("pay.payments_per_customer", 0)
+    ]
+    writer.close()
+    reader.close()
+    a.close()
+
+
+def test_queries_find_a_key_in_its_task_and_name_the_owner_when_elsewhere(
+    stream: LocalLog, tmp_path: Path
+) -> None:
+    events = payments(300, seed=4)
+    feed(stream, events)
+    a, b = member(stream, tmp_path, "a"), member(stream, tmp_path, "b", standby_replicas=1)
+    run_until_idle(a, b)
+    expected = expected_totals(events)
+    qa, qb = MemberQueries(a), MemberQueries(b)
+    for customer, (count, total) in expected.items():
+        owner, other = (qa, qb) if qa.owner_partition(customer.encode()) in a.tasks else (qb, qa)
+        row = owner.get(PAYMENTS_PER_CUSTOMER, customer, input_key=customer.encode())
+        assert row is not None and (row["payments"], row["total_amount"]) == (count, total)
+        with pytest.raises(TaskNotHere, match="is not on member"):
+            other.get(PAYMENTS_PER_CUSTOMER, customer, input_key=customer.encode())
+        assert other.get(PAYMENTS_PER_CUSTOMER, customer) is None
+    status = {(s.task, s.role): s for s in qb.status()}
+    assert {t for t, role in status if role == "active"} == set(b.tasks)
+    assert {t for t, role in status if role == "standby"} == set(a.tasks)
+    assert all(s.lag == 0 for s in status.values())
+    a.close()
+    b.close()
+
+
+def test_a_standby_takes_over_with_only_the_tail(stream: LocalLog, tmp_path: Path) -> None:
+    feed(stream, payments(400, seed=6))
+    a = member(stream, tmp_path, "a")
+    b = member(stream, tmp_path, "b", standby_replicas=1)
+    run_until_idle(a, b)
+    owned_by_a = set(a.tasks)
+    b.run(idle_timeout_s=1.2)  # standbys apply what a wrote
+    tail = payments(40, seed=7)
+    feed(stream, tail)
+    run_until_idle(a)
+    a.close()
+    b.run(idle_timeout_s=0.6)
+    taken = [e for e in b.rebalances if e.kind == "assigned" and set(e.tasks) & owned_by_a]
+    assert taken, b.rebalances
+    assert sum(taken[-1].restored_events.values()) <= 40  # the tail, not the whole changelog
+    assert set(b.tasks) == {0, 1, 2, 3}
+    assert state(b) == expected_totals(payments(400, seed=6) + tail)
+    b.close()
+
+
+def clear_on_reset(event: InputEvent, tx: StateTransaction) -> None:
+    if isinstance(event.value, dict) and event.value.get("reset"):
+        tx[PAYMENTS_PER_CUSTOMER].clear()
+    else:
+        count_payment(event, tx)
+
+
+def test_a_truncate_clears_the_task_only_and_writes_its_deletes(
+    stream: LocalLog, tmp_path: Path
+) -> None:
+    events = payments(200, seed=8)
+    feed(stream, events)
+    config = ProcessorConfig("pay", (TOPIC,), store_url="memory://")
+    a = GroupProcessor(config, stream, [PAYMENTS_PER_CUSTOMER], clear_on_reset, member="a")
+    a.start()
+    a.run(idle_timeout_s=0.3)
+    topic = a.connector.topics[PAYMENTS_PER_CUSTOMER.name]
+    ends = {p: stream.bounds(topic, p).end for p in range(4)}
+    reset_key = events[0]["customer_id"].encode()
+    writer = stream.writer("feeder")
+    writer.begin()
+    writer.send(TOPIC, reset_key, json.dumps({"reset": True}).encode())
+    writer.commit()
+    a.run(idle_timeout_s=0.3)
+    cleared = partition_for(reset_key, 4)
+    for p in range(4):
+        after = [parse_value(r.value, key=r.key) for r in stream.read(topic, p, ends[p])]
+        changes = [c for c in after if isinstance(c, ChangeEvent)]
+        if p != cleared:
+            assert after == []
+            continue
+        assert changes and {c.op for c in changes} == {Op.DELETE}  # no t event
+    expected = {k: v for k, v in expected_totals(events).items()
+                if partition_for(k.encode(), 4) != cleared}  # fmt: skip
+    assert state(a) == expected
+    a.close()
