@@ -86,7 +86,9 @@ def main(spec_path: str, result_path: str) -> int:
 
     def timed_commit(self: Checkpoint, *args: Any, **kwargs: Any) -> None:
         commit(self, *args, **kwargs)
-        marks["last_commit"] = time.monotonic()
+        if counters["processed"] != marks.get("committed_count"):  # not an idle commit
+            marks["last_commit"] = time.monotonic()
+            marks["committed_count"] = counters["processed"]
 
     Checkpoint.commit = timed_commit
 
@@ -119,8 +121,24 @@ def main(spec_path: str, result_path: str) -> int:
 
     def processed(topic: str, partition: int, offset: int) -> None:
         counters["processed"] += 1
+        marks["last_event"] = time.monotonic()
         if counters["processed"] >= spec["events"] and app is not None:
             app.stop()
+
+    idle_s = spec.get("idle_s")
+    if idle_s:  # one of several instances: none sees every event, so stop when idle
+
+        def stop_when_idle() -> None:
+            while app is not None:
+                time.sleep(0.2)
+                last = marks.get("last_event")
+                if last is not None and time.monotonic() - last > idle_s:
+                    app.stop()
+                    return
+
+        import threading
+
+        threading.Thread(target=stop_when_idle, daemon=True).start()
 
     state_dir = Path(spec["state_dir"])
     app = Application(
@@ -142,11 +160,13 @@ def main(spec_path: str, result_path: str) -> int:
     ended = time.monotonic()
     result: dict[str, Any] = {"mode": spec["mode"], "run_s": ended - began}
     if spec["mode"] == "process":
-        seconds = marks["last_commit"] - marks["first"]
+        seconds = marks["last_commit"] - marks["first"] if "first" in marks else 0.0
         result.update(
             events=counters["processed"],
             seconds=seconds,
-            measured_cpu_s=_cpu() - marks["first_cpu"],
+            first=marks.get("first"),
+            last_commit=marks.get("last_commit"),
+            measured_cpu_s=_cpu() - marks["first_cpu"] if "first" in marks else 0.0,
         )
     else:
         result.update(

@@ -53,6 +53,7 @@ class KafkaGroupReader(KafkaStreamReader):
         self._assigned, self._revoked = on_assigned, on_revoked
         self._cooperative = len(topics) == 1
         self._metadata: object = None
+        self._closing = False
         self.consumer.subscribe(
             list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
             on_lost=self._on_revoke,
@@ -76,10 +77,8 @@ class KafkaGroupReader(KafkaStreamReader):
             consumer.incremental_unassign(partitions)
         else:
             consumer.unassign()
-        try:
+        if not self._closing:  # librdkafka may block on the metadata of a closing consumer
             self._metadata = consumer.consumer_group_metadata()
-        except (kc.KafkaException, RuntimeError):  # the consumer is closing
-            self._metadata = None
 
     def group_metadata(self) -> object:
         """The group generation the processor knows of: the one of the last rebalance it saw.
@@ -90,6 +89,11 @@ class KafkaGroupReader(KafkaStreamReader):
         the generation check although its records were read while another member owned their
         partitions; with this snapshot it is fenced, as it must be."""
         return self._metadata
+
+    def close(self) -> None:
+        """Leave the group: the processor's ``on_revoked`` commits before partitions go."""
+        self._closing = True
+        self.consumer.close()
 
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(p.topic, p.partition) for p in self.consumer.assignment()]

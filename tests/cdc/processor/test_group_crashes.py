@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from cdc.connector.changelog import ChangelogConnector
-from cdc.events import TransactionEvent, parse_value
+from cdc.events import ChangeEvent, TransactionEvent, parse_value
 from cdc.examples import PAYMENTS_PER_CUSTOMER
 from cdc.state import CorruptStateStoreError, StateTables, open_state_store
 from cdc.streams.protocol import EventStream
@@ -157,7 +157,8 @@ def run_group_trials(
     for p in range(PARTITIONS):
         for record in stream.read(changelog, p, 0):
             change = parse_value(record.value, key=record.key)
-            assert change.source.input_partition == p  # type: ignore[union-attr]
+            assert isinstance(change, ChangeEvent)
+            assert getattr(change.source, "input_partition", None) == p
             count += 1
     assert count == len(produced)
     ends = [
@@ -182,12 +183,12 @@ def test_kill_9_members_on_kafka(
 ) -> None:  # fmt: skip
     run_group_trials(
         f"kafka://{kafka_bootstrap}", tmp_path, unique_name,
-        members=members, kills=12, standbys=standbys, pauses=True, seed=seed,
+        members=members, kills=8, standbys=standbys, pauses=True, seed=seed,
     )  # fmt: skip
 
 
 def test_kill_9_members_on_the_local_log(tmp_path: Path, unique_name: Callable[[str], str]) -> None:
     run_group_trials(
         f"local://{tmp_path}/log", tmp_path, unique_name,
-        members=["m0", "m1", "m2"], kills=10, standbys=1, pauses=False, seed=3,
+        members=["m0", "m1", "m2"], kills=6, standbys=1, pauses=False, seed=3,
     )  # fmt: skip

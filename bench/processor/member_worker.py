@@ -1,0 +1,106 @@
+"""One member of our partitioned processor in the scale-out benchmark (in the project venv).
+
+``python -m bench.processor.member_worker SPEC_JSON RESULT_JSON``: joins the processor's group,
+counts payments with ``count_payment`` over the tasks the group gives it, and prints one JSON
+line per change of its tasks and one per second of progress (wall-clock ``time`` for the
+failover measurement). Stops after ``idle_s`` without input (``stop`` = ``idle``) or at SIGTERM
+(``stop`` = ``signal``), then writes the result: first event and last commit (monotonic, which
+the driver compares across members), events, CPU, peak RSS and the rows of its active tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
+from cdc.processor import InputEvent, ProcessorConfig
+from cdc.processor.group import GroupProcessor
+from cdc.processor.tasks import RebalanceEvent
+from cdc.state import StateTransaction
+from cdc.streams.registry import open_stream
+
+
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def _line(**fields: Any) -> None:
+    print(json.dumps({"time": time.time(), **fields}), flush=True)
+
+
+def main(spec_path: str, result_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    marks: dict[str, float] = {}
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+
+    def handler(event: InputEvent, tx: StateTransaction) -> None:
+        if "first" not in marks:
+            marks["first"], marks["first_cpu"] = time.monotonic(), _cpu()
+        count_payment(event, tx)
+
+    def rebalanced(event: RebalanceEvent) -> None:
+        _line(event=event.kind, member=spec["member"], tasks=event.tasks,
+              restored=event.restored_events, seconds=event.seconds)  # fmt: skip
+
+    config = ProcessorConfig(
+        spec["processor_id"], (spec["topic"],), store_url=f"rocksdb://{spec['store_dir']}",
+        commit_max_events=spec["commit_max_events"], commit_interval_s=spec["commit_interval_s"],
+        schemas_enable=False, session_timeout_s=spec["session_timeout_s"],
+        transaction_timeout_s=spec["transaction_timeout_s"],
+    )  # fmt: skip
+    stream = open_stream(f"kafka://{spec['bootstrap']}")
+    processor = GroupProcessor(
+        config, stream, [PAYMENTS_PER_CUSTOMER], handler, member=spec["member"],
+        standby_replicas=spec["standbys"], on_rebalance=rebalanced,
+    )  # fmt: skip
+    commit = processor._commit
+
+    def timed_commit() -> None:
+        commit()
+        marks["last_commit"] = time.monotonic()
+
+    processor._commit = timed_commit  # type: ignore[method-assign]
+    processor.start()
+    _line(event="started", member=spec["member"])
+    events = 0
+    while not stop["now"]:
+        if spec["stop"] == "idle":
+            events += processor.run(idle_timeout_s=spec["idle_s"]).events
+            break
+        until = time.monotonic() + 1.0
+
+        def due(until: float = until) -> bool:
+            return stop["now"] or time.monotonic() > until
+
+        events += processor.run(should_stop=due, idle_timeout_s=1.0).events
+        _line(event="progress", member=spec["member"], events=events,
+              tasks=sorted(processor.tasks), standbys=sorted(processor.standbys))  # fmt: skip
+    state = {
+        row["customer_id"]: [row["payments"], str(row["total_amount"])]
+        for task in processor.tasks.values()
+        for row in task.tables.view(PAYMENTS_PER_CUSTOMER).scan()
+    }
+    result = {
+        "member": spec["member"], "events": events,
+        "first": marks.get("first"), "last_commit": marks.get("last_commit"),
+        "measured_cpu_s": _cpu() - marks.get("first_cpu", 0.0),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rebalances": len(processor.rebalances), "state": state,
+    }  # fmt: skip
+    processor.close()
+    stream.close()
+    Path(result_path).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))
