@@ -129,10 +129,10 @@ def main(spec_path: str, result_path: str) -> int:
     if idle_s:  # one of several instances: none sees every event, so stop when idle
 
         def stop_when_idle() -> None:
-            while app is not None:
+            while True:
                 time.sleep(0.2)
                 last = marks.get("last_event")
-                if last is not None and time.monotonic() - last > idle_s:
+                if app is not None and last is not None and time.monotonic() - last > idle_s:
                     app.stop()
                     return
 

@@ -83,6 +83,7 @@ class GroupProcessor(EventProcessor):
         self._owned: set[TopicPartition] = set()
         self._touched: set[int] = set()
         self._lost = False
+        self._group_reader: GroupReader | None = None
         self.lost_transactions = 0
         self._standby_due = 0.0
         self._rebalances_seen = 0
@@ -103,7 +104,7 @@ class GroupProcessor(EventProcessor):
             transaction_timeout_s=cfg.transaction_timeout_s,
         )
         self._progress = progress or self._progress
-        self._reader = stream.group_reader(
+        self._reader = self._group_reader = stream.group_reader(
             cfg.inputs, cfg.processor_id, self.member, self._on_assigned, self._on_revoked,
             session_timeout_s=cfg.session_timeout_s,
         )  # fmt: skip
@@ -128,8 +129,10 @@ class GroupProcessor(EventProcessor):
             if task is not None:
                 task.catch_up(self.stream, self.connector, self._progress)
             else:
-                task = open_task(self.stream, self.connector, self._declared,
-                                 self.config.store_url, self.member, partition, self._progress)  # fmt: skip
+                task = open_task(
+                    self.stream, self.connector, self._declared, self.config.store_url,
+                    self.member, partition, self._progress,
+                )  # fmt: skip
             task.active = True
             self.tasks[partition] = task
         starts = {}
@@ -190,10 +193,9 @@ class GroupProcessor(EventProcessor):
         self._touched.clear()
         self._next_offsets.clear()
         self._txn, self._pending_events, self._lost = None, 0, False
-        reader = self._reader
-        assert isinstance(reader, GroupReader)  # type: ignore[misc]
+        assert self._group_reader is not None
         owned = {tp: o for tp, o in self._consumed.items() if tp in self._owned}
-        reader.seek(owned)
+        self._group_reader.seek(owned)
 
     def _refresh_standbys(self) -> None:
         for partition in range(self.partitions):
@@ -231,7 +233,7 @@ class GroupProcessor(EventProcessor):
             _log.warning("member %s: transaction lost, input read again: %s", self.member, exc)
             self.lost_transactions += 1
             self._lost = True
-            self._txn = None
+            self._txn, self._pending_events = None, 0
             return
         self._consumed = consumed
         self._next_offsets.clear()

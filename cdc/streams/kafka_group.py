@@ -56,7 +56,7 @@ class KafkaGroupReader(KafkaStreamReader):
         self._closing = False
         self.consumer.subscribe(
             list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
-            on_lost=self._on_revoke,
+            on_lost=self._on_lost,
         )  # fmt: skip
 
     def _on_assign(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
@@ -70,6 +70,17 @@ class KafkaGroupReader(KafkaStreamReader):
         self._metadata = consumer.consumer_group_metadata()
 
     def _on_revoke(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
+        # Still ours until this returns: the processor commits them with the generation that
+        # revokes them (the cooperative protocol has already moved to it).
+        if not self._closing:  # librdkafka may block on the metadata of a closing consumer
+            self._metadata = consumer.consumer_group_metadata()
+        self._give_up(consumer, partitions)
+
+    def _on_lost(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
+        # Already another member's: a commit must fail, so the metadata stays the old one.
+        self._give_up(consumer, partitions)
+
+    def _give_up(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
         gone = [TopicPartition(p.topic, p.partition) for p in partitions]
         self.at_end.difference_update(gone)
         self._revoked(gone)
@@ -77,8 +88,6 @@ class KafkaGroupReader(KafkaStreamReader):
             consumer.incremental_unassign(partitions)
         else:
             consumer.unassign()
-        if not self._closing:  # librdkafka may block on the metadata of a closing consumer
-            self._metadata = consumer.consumer_group_metadata()
 
     def group_metadata(self) -> object:
         """The group generation the processor knows of: the one of the last rebalance it saw.

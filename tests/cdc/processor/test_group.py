@@ -5,9 +5,10 @@ state and changelog stay on its input partition, standbys, queries, and the erro
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from cdc.streams.local import LocalLog
 from cdc.streams.local.errors import FencedWriterError
 from cdc.streams.partitioner import partition_for
 from cdc.streams.protocol import TopicPartition, TransactionLostError
+from cdc.streams.registry import open_stream
 from tests.cdc.processor.test_processor import changelog_state, expected_totals, payments
 
 TOPIC = "payments-in"
@@ -221,3 +223,49 @@ def test_a_truncate_clears_the_task_only_and_writes_its_deletes(
                 if partition_for(k.encode(), 4) != cleared}  # fmt: skip
     assert state(a) == expected
     a.close()
+
+
+@pytest.mark.parametrize("backend", ["local", "kafka"])
+def test_a_lost_transaction_is_read_again_and_nothing_is_lost(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest,
+    unique_name: Callable[[str], str],
+) -> None:  # fmt: skip
+    """A commit that fails (as a fenced one does) drops the transaction's state writes and reads
+    its input again; processing goes on and the state equals the reference."""
+    if backend == "kafka":
+        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
+    else:
+        url = f"local://{tmp_path}/log"
+    stream = open_stream(url)
+    topic = unique_name("lost-in")
+    stream.ensure_topic(topic, 4)
+    events = payments(3_000, seed=9)
+    writer = stream.writer("feeder")
+    writer.begin()
+    for event in events:
+        writer.send(topic, event["customer_id"].encode(), json.dumps(event).encode())
+    writer.commit()
+    writer.close()
+    config = ProcessorConfig(unique_name("lost"), (topic,), store_url=f"rocksdb://{tmp_path}/st",
+                             commit_max_events=200)  # fmt: skip
+    a = GroupProcessor(config, stream, [PAYMENTS_PER_CUSTOMER], count_payment, member="a")
+    a.start()
+    assert a._writer is not None
+    commit, calls = a._writer.commit, [0]
+
+    def fails_once(*args: Any, **kwargs: Any) -> dict[TopicPartition, int]:
+        calls[0] += 1
+        if calls[0] == 3:
+            assert a._writer is not None
+            a._writer.abort()
+            raise TransactionLostError("injected: this member was fenced")
+        return commit(*args, **kwargs)
+
+    a._writer.commit = fails_once  # type: ignore[method-assign]
+    report = a.run(idle_timeout_s=1.5)
+    assert a.lost_transactions == 1
+    assert report.events > len(events)  # the lost transaction's input was read again
+    assert state(a) == expected_totals(events)
+    assert changelog_state(stream, a.connector) == expected_totals(events)
+    a.close()
+    stream.close()
