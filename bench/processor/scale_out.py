@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transaction-timeout", type=float, default=5.0)
     parser.add_argument("--feed-rate", type=int, default=2_000, help="events/s during failover")
     parser.add_argument("--skip-quix", action="store_true")
+    parser.add_argument("--only", choices=("throughput", "failover"), help="one of the two parts")
     parser.add_argument("--work-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     quix = None if args.skip_quix else ensure_quix_venv()
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         reference = reference_state(payment_events(args.events, args.customers, args.seed))
         member = Member(args, bootstrap, work, quix)
         systems = [("ours", 1), ("ours", 2)] + ([] if quix is None else [("quix", 1), ("quix", 2)])
-        for rep in range(args.repeat):
+        for rep in range(args.repeat if args.only != "failover" else 0):
             order = systems[rep % len(systems) :] + systems[: rep % len(systems)]
             for system, count in order:
                 before = _broker_cpu_s(broker)
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{run['seconds']:.2f} s {run['events_per_s']:,.0f} ev/s, members cpu "
                       f"{run['members_cpu_s']:.1f} s, broker cpu {run['broker_cpu_s']:.1f} s, "
                       f"state {run['state_problems'] or 'OK'}", flush=True)  # fmt: skip
-        for standbys in (0, 1):
+        for standbys in (0, 1) if args.only != "throughput" else ():
             for rep in range(args.repeat):
                 result = failover(member, standbys, f"fail{standbys}-r{rep}", reference,
                                   args.events, args.customers, args.seed)  # fmt: skip
