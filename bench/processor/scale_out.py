@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -109,8 +110,7 @@ def summarize(runs: list[dict[str, Any]], fails: list[dict[str, Any]]) -> dict[s
     """Median throughput per system and member count, the ratios the issue asks for."""
 
     def median(values: list[float]) -> float:
-        values = sorted(values)
-        return values[len(values) // 2] if values else 0.0
+        return statistics.median(values) if values else 0.0
 
     by_kind: dict[str, list[float]] = {}
     for r in runs:
