@@ -24,6 +24,7 @@ from cdc.streams.local.errors import FencedWriterError
 from cdc.streams.partitioner import partition_for
 from cdc.streams.protocol import TopicPartition, TransactionLostError
 from cdc.streams.registry import open_stream
+from tests.cdc.processor.test_group_crashes import produce_keyed
 from tests.cdc.processor.test_processor import changelog_state, expected_totals, payments
 
 TOPIC = "payments-in"
@@ -35,15 +36,6 @@ def stream(tmp_path: Path) -> Iterator[LocalLog]:
     log.ensure_topic(TOPIC, 4)
     yield log
     log.close()
-
-
-def feed(stream: LocalLog, events: list[dict[str, str]]) -> None:
-    writer = stream.writer("feeder")
-    writer.begin()
-    for event in events:
-        writer.send(TOPIC, event["customer_id"].encode(), json.dumps(event).encode())
-    writer.commit()
-    writer.close()
 
 
 def member(stream: LocalLog, tmp_path: Path, name: str, **kwargs: object) -> GroupProcessor:
@@ -81,7 +73,7 @@ def test_two_members_share_the_tasks_and_keep_state_on_the_input_partition(
     stream: LocalLog, tmp_path: Path
 ) -> None:
     events = payments(600, seed=11)
-    feed(stream, events)
+    produce_keyed(stream, TOPIC, events)
     a = member(stream, tmp_path, "a")
     a.run(max_events=200)
     b = member(stream, tmp_path, "b")
@@ -122,7 +114,7 @@ def test_a_member_name_runs_once(stream: LocalLog, tmp_path: Path) -> None:
 def test_a_commit_of_positions_of_a_task_not_owned_is_fenced(
     stream: LocalLog, tmp_path: Path
 ) -> None:
-    feed(stream, payments(40, seed=2))
+    produce_keyed(stream, TOPIC, payments(40, seed=2))
     a = member(stream, tmp_path, "a")
     a.run(idle_timeout_s=0.3)
     reader = stream.group_reader([TOPIC], "pay", "zombie", lambda tps: {tp: 0 for tp in tps},
@@ -147,7 +139,7 @@ def test_queries_find_a_key_in_its_task_and_name_the_owner_when_elsewhere(
     stream: LocalLog, tmp_path: Path
 ) -> None:
     events = payments(300, seed=4)
-    feed(stream, events)
+    produce_keyed(stream, TOPIC, events)
     a, b = member(stream, tmp_path, "a"), member(stream, tmp_path, "b", standby_replicas=1)
     run_until_idle(a, b)
     expected = expected_totals(events)
@@ -168,14 +160,14 @@ def test_queries_find_a_key_in_its_task_and_name_the_owner_when_elsewhere(
 
 
 def test_a_standby_takes_over_with_only_the_tail(stream: LocalLog, tmp_path: Path) -> None:
-    feed(stream, payments(400, seed=6))
+    produce_keyed(stream, TOPIC, payments(400, seed=6))
     a = member(stream, tmp_path, "a")
     b = member(stream, tmp_path, "b", standby_replicas=1)
     run_until_idle(a, b)
     owned_by_a = set(a.tasks)
     b.run(idle_timeout_s=1.2)  # standbys apply what a wrote
     tail = payments(40, seed=7)
-    feed(stream, tail)
+    produce_keyed(stream, TOPIC, tail)
     run_until_idle(a)
     a.close()
     b.run(idle_timeout_s=0.6)
@@ -198,7 +190,7 @@ def test_a_truncate_clears_the_task_only_and_writes_its_deletes(
     stream: LocalLog, tmp_path: Path
 ) -> None:
     events = payments(200, seed=8)
-    feed(stream, events)
+    produce_keyed(stream, TOPIC, events)
     config = ProcessorConfig("pay", (TOPIC,), store_url="memory://")
     a = GroupProcessor(config, stream, [PAYMENTS_PER_CUSTOMER], clear_on_reset, member="a")
     a.start()
@@ -240,12 +232,7 @@ def test_a_lost_transaction_is_read_again_and_nothing_is_lost(
     topic = unique_name("lost-in")
     stream.ensure_topic(topic, 4)
     events = payments(3_000, seed=9)
-    writer = stream.writer("feeder")
-    writer.begin()
-    for event in events:
-        writer.send(topic, event["customer_id"].encode(), json.dumps(event).encode())
-    writer.commit()
-    writer.close()
+    produce_keyed(stream, topic, events)
     config = ProcessorConfig(unique_name("lost"), (topic,), store_url=f"rocksdb://{tmp_path}/st",
                              commit_max_events=200)  # fmt: skip
     a = GroupProcessor(config, stream, [PAYMENTS_PER_CUSTOMER], count_payment, member="a")

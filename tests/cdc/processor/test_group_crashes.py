@@ -22,11 +22,12 @@ import pytest
 from cdc.connector.changelog import ChangelogConnector
 from cdc.events import ChangeEvent, TransactionEvent, parse_value
 from cdc.examples import PAYMENTS_PER_CUSTOMER
-from cdc.state import CorruptStateStoreError, StateTables, open_state_store
+from cdc.state import CorruptStateStoreError, open_state_store
 from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
 from tests.cdc.processor.group_worker import SESSION_TIMEOUT_S
 from tests.cdc.processor.test_processor import changelog_state, expected_totals, payments
+from tests.cdc.processor.test_processor_crashes import store_state
 
 REPO = Path(__file__).resolve().parents[3]
 PARTITIONS = 4
@@ -63,22 +64,14 @@ class Members:
         return done
 
 
-def _produce(stream: EventStream, topic: str, values: list[dict[str, str]]) -> None:
+def produce_keyed(stream: EventStream, topic: str, values: list[dict[str, str]]) -> None:
+    """Append payments to ``topic`` keyed by customer, in one transaction."""
     writer = stream.writer(f"feeder-{topic}")
     writer.begin()
     for value in values:  # keyed by the state key: each customer's payments go to one task
         writer.send(topic, value["customer_id"].encode(), json.dumps(value).encode())
     writer.commit()
     writer.close()
-
-
-def _task_state(store_dir: Path) -> dict[str, tuple[int, Decimal]]:
-    store = open_state_store(f"rocksdb://{store_dir}")
-    try:
-        view = StateTables(store, [PAYMENTS_PER_CUSTOMER]).view(PAYMENTS_PER_CUSTOMER)
-        return {r["customer_id"]: (r["payments"], r["total_amount"]) for r in view.scan()}
-    finally:
-        store.close()
 
 
 def _check_stores_not_ahead(stream: EventStream, member_dir: Path) -> None:
@@ -110,7 +103,7 @@ def run_group_trials(
     paused = 0
     for trial in range(kills):
         chunk = payments(CHUNK, seed=seed + trial)
-        _produce(stream, topic, chunk)
+        produce_keyed(stream, topic, chunk)
         produced += chunk
         for member in members:
             if member not in group.running:
@@ -144,7 +137,7 @@ def run_group_trials(
     reference = expected_totals(produced)
     state: dict[str, tuple[int, Decimal]] = {}
     for p in range(PARTITIONS):
-        task = _task_state(group.store_root / last / f"task-{p}")
+        task = store_state(group.store_root / last / f"task-{p}")
         assert not set(task) & set(state), "a key in two tasks"
         state.update(task)
     assert state == reference

@@ -44,7 +44,7 @@ def _produce(stream: EventStream, topic: str, values: list[dict[str, str]], tria
     writer.close()
 
 
-def _store_state(store_dir: Path) -> dict[str, tuple[int, Decimal]]:
+def store_state(store_dir: Path) -> dict[str, tuple[int, Decimal]]:
     store = open_state_store(f"rocksdb://{store_dir}")
     try:
         view = StateTables(store, [PAYMENTS_PER_CUSTOMER]).view(PAYMENTS_PER_CUSTOMER)
@@ -98,7 +98,7 @@ def run_crash_trials(
     assert kills >= TRIALS // 2, f"only {kills} of {TRIALS} workers were killed mid-run"
 
     reference = expected_totals(produced)
-    assert _store_state(store_dir) == reference
+    assert store_state(store_dir) == reference
     connector = ChangelogConnector(processor_id, [PAYMENTS_PER_CUSTOMER], partitions=2)
     assert changelog_state(stream, connector) == reference
     # No duplicated effect: exactly one committed change event per input event.
