@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cdc.streams import kafka_client as kc
 from cdc.streams.kafka_stream import KafkaStreamReader
-from cdc.streams.protocol import Rebalance, TopicPartition
+from cdc.streams.protocol import Rebalance, StreamRecord, TopicPartition
 
 if TYPE_CHECKING:
     from cdc.streams.kafka_stream import KafkaEventStream
@@ -54,6 +54,7 @@ class KafkaGroupReader(KafkaStreamReader):
         self._cooperative = len(topics) == 1
         self._metadata: object = None
         self._closing = False
+        self._owned: set[TopicPartition] = set()
         self.consumer.subscribe(
             list(topics), on_assign=self._on_assign, on_revoke=self._on_revoke,
             on_lost=self._on_lost,
@@ -67,6 +68,7 @@ class KafkaGroupReader(KafkaStreamReader):
             consumer.incremental_assign(placed)
         else:
             consumer.assign(placed)
+        self._owned.update(arriving)
         self._metadata = consumer.consumer_group_metadata()
 
     def _on_revoke(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
@@ -82,12 +84,22 @@ class KafkaGroupReader(KafkaStreamReader):
 
     def _give_up(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
         gone = [TopicPartition(p.topic, p.partition) for p in partitions]
+        self._owned.difference_update(gone)
         self.at_end.difference_update(gone)
         self._revoked(gone)
         if self._cooperative:
             consumer.incremental_unassign(partitions)
         else:
             consumer.unassign()
+
+    def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
+        """Records of owned partitions only: a revoke served inside the poll (after the first
+        record was fetched) leaves records of partitions that are no longer this member's."""
+        records = super().poll(max_records, timeout_s)
+        owned = self._owned
+        if records and any((r.topic, r.partition) not in owned for r in records):
+            return [r for r in records if (r.topic, r.partition) in owned]
+        return records
 
     def group_metadata(self) -> object:
         """The group generation the processor knows of: the one of the last rebalance it saw.

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
+from cdc.demo_workload import payment_events, reference_payments, reference_tickets, ticket_events
 from cdc.errors import UsageError
 from cdc.events import ChangeEvent, Op, parse_value
-from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
+from cdc.examples import PAYMENTS_PER_CUSTOMER, TICKETS_SOLD, count_payment, sell_ticket
 from cdc.processor import InputEvent, ProcessorConfig
 from cdc.processor.group import GroupProcessor
 from cdc.processor.queries import MemberQueries, TaskNotHere
@@ -255,4 +256,60 @@ def test_a_lost_transaction_is_read_again_and_nothing_is_lost(
     assert state(a) == expected_totals(events)
     assert changelog_state(stream, a.connector) == expected_totals(events)
     a.close()
+    stream.close()
+
+
+@pytest.mark.parametrize("backend", ["local", "kafka"])
+def test_two_co_partitioned_inputs_go_to_one_task(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest,
+    unique_name: Callable[[str], str],
+) -> None:  # fmt: skip
+    """The demo's two inputs (payments by customer, ticket sales by title): task p sees
+    partition p of both (on Kafka through the range assignor), every state table is right."""
+    if backend == "kafka":
+        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
+    else:
+        url = f"local://{tmp_path}/log"
+    stream = open_stream(url)
+    pays, sales = unique_name("payments"), unique_name("ticket-sales")
+    for topic, events, key in (
+        (pays, list(payment_events(1_000, 50, 1)), "customer_id"),
+        (sales, list(ticket_events(500, 1)), "title"),
+    ):
+        stream.ensure_topic(topic, 4)
+        writer = stream.writer(f"feeder-{topic}")
+        writer.begin()
+        for event in events:
+            writer.send(topic, event[key].encode() or None, json.dumps(event).encode())
+        writer.commit()
+        writer.close()
+
+    def handler(event: InputEvent, tx: StateTransaction) -> None:
+        if event.topic == sales:
+            sell_ticket(event, tx)
+        else:
+            count_payment(event, tx)
+
+    config = ProcessorConfig(unique_name("two"), (pays, sales), store_url="memory://",
+                             session_timeout_s=2.0)  # fmt: skip
+    members = [
+        GroupProcessor(config, stream, [PAYMENTS_PER_CUSTOMER, TICKETS_SOLD], handler, member=n)
+        for n in ("a", "b")
+    ]
+    for m in members:
+        m.start()
+    run_until_idle(*members, rounds=4)
+    assert sorted(p for m in members for p in m.tasks) == [0, 1, 2, 3]
+    payments_seen, tickets = {}, {}
+    for m in members:
+        for task in m.tasks.values():
+            for row in task.tables.view(PAYMENTS_PER_CUSTOMER).scan():
+                payments_seen[row["customer_id"]] = (row["payments"], row["total_amount"])
+            for row in task.tables.view(TICKETS_SOLD).scan():
+                assert row["title"] not in tickets
+                tickets[row["title"]] = (row["tickets_sold"], row["total_ticket_value"])
+    assert payments_seen == reference_payments(payment_events(1_000, 50, 1))
+    assert tickets == reference_tickets(ticket_events(500, 1))
+    for m in members:
+        m.close()
     stream.close()
