@@ -8,12 +8,12 @@ partition of every changelog topic. Each member commits its own transactions (tr
 partitions (a zombie) is fenced by the group generation and cannot commit over the new owner.
 
 A rebalance is handled inside ``poll``: partitions leaving commit the open transaction first
-and close their tasks; partitions arriving read their committed input positions (stable ones:
-a pending transaction of the previous owner is resolved first), then restore their tasks from
-the changelog (only the tail when the store is there) before any of their records is read.
+and close their tasks; partitions arriving read their committed input positions (librdkafka asks
+for stable ones under read-committed isolation), then restore their tasks from the changelog
+(only the tail when the store is there) before any of their records is read.
 
-The state of a key must be written by one task only: key the inputs by the state tables' keys
-(as Kafka Streams requires before an aggregation); inputs must have equal partition counts.
+A key's state must be written by one task: key the inputs by the state tables' keys (as Kafka
+Streams requires before an aggregation); inputs must have equal partition counts.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from cdc.processor.events import Decoder, json_decoder
 from cdc.processor.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport
 from cdc.processor.tasks import RebalanceEvent, StateTask, open_task
-from cdc.state import StateTable
+from cdc.state import StateTable, StateTables
 from cdc.streams.protocol import (
     EventStream,
     GroupReader,
@@ -83,6 +83,8 @@ class GroupProcessor(EventProcessor):
         self._owned: set[TopicPartition] = set()
         self._touched: set[int] = set()
         self._lost = False
+        self._in_rebalance = False
+        self._held: list[StreamRecord] = []
         self._group_reader: GroupReader | None = None
         self.lost_transactions = 0
         self._standby_due = 0.0
@@ -118,6 +120,20 @@ class GroupProcessor(EventProcessor):
         return max(self._seq + 1, time.time_ns() // 1000)
 
     def _on_assigned(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        self._in_rebalance = True
+        try:
+            return self._assign(partitions)
+        finally:
+            self._in_rebalance = False
+
+    def _on_revoked(self, partitions: list[TopicPartition]) -> None:
+        self._in_rebalance = True
+        try:
+            self._revoke(partitions)
+        finally:
+            self._in_rebalance = False
+
+    def _assign(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         started = time.monotonic()
         committed = {
             topic: self.stream.committed_positions(self.config.processor_id, topic)
@@ -147,7 +163,7 @@ class GroupProcessor(EventProcessor):
         self._rebalanced(RebalanceEvent("assigned", new, time.monotonic() - started, restored))
         return starts
 
-    def _on_revoked(self, partitions: list[TopicPartition]) -> None:
+    def _revoke(self, partitions: list[TopicPartition]) -> None:
         started = time.monotonic()
         if self._txn is not None:
             self._commit()
@@ -178,7 +194,10 @@ class GroupProcessor(EventProcessor):
 
     def _poll(self, want: int) -> list[StreamRecord]:
         assert self._reader is not None
-        records = self._reader.poll(want, self.config.commit_interval_s)
+        if self._held:
+            records, self._held = self._held[:want], self._held[want:]
+        else:
+            records = self._reader.poll(want, self.config.commit_interval_s)
         if self._lost:
             self._rewind()
             return []
@@ -192,6 +211,7 @@ class GroupProcessor(EventProcessor):
             task.tables.discard()
         self._touched.clear()
         self._next_offsets.clear()
+        self._held.clear()
         self._txn, self._pending_events, self._lost = None, 0, False
         assert self._group_reader is not None
         owned = {tp: o for tp, o in self._consumed.items() if tp in self._owned}
@@ -204,13 +224,9 @@ class GroupProcessor(EventProcessor):
             task = self.standbys.get(partition)
             if task is None:
                 task = self.standbys[partition] = open_task(
-                    self.stream,
-                    self.connector,
-                    self._declared,
-                    self.config.store_url,
-                    self.member,
-                    partition,
-                )
+                    self.stream, self.connector, self._declared, self.config.store_url,
+                    self.member, partition,
+                )  # fmt: skip
             else:
                 task.catch_up(self.stream, self.connector)
         self._standby_due = time.monotonic() + STANDBY_INTERVAL_S
@@ -220,7 +236,23 @@ class GroupProcessor(EventProcessor):
         self._touched.add(partition)
         return self._handle(record, self.tasks[partition].tables, partition)
 
+    def _serve_rebalance(self) -> None:
+        """Serve a rebalance the group went through in the background before committing: a
+        commit with the generation this member last saw would be fenced and read again. A
+        revoke served here commits the transaction itself (with the new generation); records
+        the serving polls return are held for the next ``_poll``."""
+        reader = self._group_reader
+        deadline = time.monotonic() + self.config.session_timeout_s
+        while reader is not None and reader.rebalance_pending() and time.monotonic() < deadline:
+            self._held += reader.poll(self.config.commit_max_events, 0.05)
+            if self._txn is None or self._lost:
+                return
+
     def _commit(self) -> None:
+        if not self._in_rebalance:
+            self._serve_rebalance()
+            if self._txn is None or self._lost:
+                return
         assert self._writer is not None and self._txn is not None
         self._send(end_record(self.connector, self._txn))
         consumed = dict(self._consumed)
@@ -252,25 +284,9 @@ class GroupProcessor(EventProcessor):
         pending = self._next_offsets.get((tp.topic, tp.partition))
         return pending if pending is not None else self._consumed.get(tp, 0)
 
-    def emit_snapshot(self, *tables: str) -> int:
-        """Each active task's rows of ``tables`` (default: all) as read (``r``) events on its
-        changelog partition, in one transaction; returns the number of rows."""
-        from cdc.connector import InputOrigin
-
-        if self._txn is not None:
-            self._commit()
-        txn = self._begin()
-        rows = 0
-        for partition, task in self.tasks.items():
-            origin = InputOrigin("snapshot", partition, 0, 0)
-            for change in task.tables.snapshot(*tables):
-                for item in self.connector.encode([change], origin, txn, snapshot=True,
-                                                  partition=partition):  # fmt: skip
-                    self._send(item)
-                rows += 1
+    def _snapshot_sources(self) -> list[tuple[int | None, StateTables]]:
         self._touched.update(self.tasks)
-        self._commit()
-        return rows
+        return [(partition, task.tables) for partition, task in self.tasks.items()]
 
     def close(self) -> None:
         """Leave the group (the open transaction of revoked tasks commits) and close stores."""

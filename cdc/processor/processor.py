@@ -255,18 +255,26 @@ class EventProcessor:
         """Write every committed row of ``tables`` (default: all) to the changelog as a read
         (``r``) event, in one transaction of its own, like a Debezium snapshot; returns the
         number of rows. Readers rebuilding from this point on need nothing older."""
-        assert self.tables is not None and self._writer is not None, "start() first"
+        assert self._writer is not None, "start() first"
         if self._txn is not None:
             self._commit()
         txn = self._begin()
-        origin = InputOrigin("snapshot", 0, 0, 0)
         rows = 0
-        for change in self.tables.snapshot(*tables):
-            for item in self.connector.encode([change], origin, txn, snapshot=True):
-                self._send(item)
-            rows += 1
+        for partition, state in self._snapshot_sources():
+            origin = InputOrigin("snapshot", partition or 0, 0, 0)
+            for change in state.snapshot(*tables):
+                for item in self.connector.encode(
+                    [change], origin, txn, snapshot=True, partition=partition
+                ):
+                    self._send(item)
+                rows += 1
         self._commit()
         return rows
+
+    def _snapshot_sources(self) -> list[tuple[int | None, StateTables]]:
+        """(changelog partition, state tables) to snapshot: None partitions by key."""
+        assert self.tables is not None, "start() first"
+        return [(None, self.tables)]
 
     def _commit(self) -> None:
         assert self._writer is not None and self._txn is not None and self.tables is not None

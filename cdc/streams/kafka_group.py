@@ -101,6 +101,11 @@ class KafkaGroupReader(KafkaStreamReader):
             return [r for r in records if (r.topic, r.partition) in owned]
         return records
 
+    def rebalance_pending(self) -> bool:
+        if self._closing or self._metadata is None:
+            return False
+        return bool(self.consumer.consumer_group_metadata() != self._metadata)
+
     def group_metadata(self) -> object:
         """The group generation the processor knows of: the one of the last rebalance it saw.
 

@@ -82,6 +82,11 @@ class GroupReader(StreamReader, Protocol):
         """Read owned partitions again from ``positions`` (after a transaction was lost)."""
         ...
 
+    def rebalance_pending(self) -> bool:
+        """Whether the group moved to a new generation this reader has not served yet (a
+        commit now would be fenced; a ``poll`` serves it)."""
+        ...
+
 
 class TransactionalWriter(Protocol):
     """Writes records to many partitions and commits them with consumer positions, atomically."""

@@ -124,6 +124,10 @@ class LocalGroupReader:
         self._inner.close()
         self._inner = self._log.reader(kept, group=self.group)
 
+    def rebalance_pending(self) -> bool:
+        """Never: members change tasks only inside ``poll``."""
+        return False
+
     def close(self) -> None:
         """Give every task up (the processor commits first) and leave the group."""
         if self._tasks:
