@@ -133,7 +133,7 @@ def _wait_for(
 
 
 def failover(
-    member: Member, standbys: int, group: str, reference: Reference,
+    member: Member, standbys: int, group: str,
     events: int, customers: int, seed: int,
 ) -> dict[str, Any]:  # fmt: skip
     """A and B process the input; a feeder keeps writing; B is killed; A takes B's tasks over."""

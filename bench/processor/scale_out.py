@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"state {run['state_problems'] or 'OK'}", flush=True)  # fmt: skip
         for standbys in (0, 1) if args.only != "throughput" else ():
             for rep in range(args.repeat):
-                result = failover(member, standbys, f"fail{standbys}-r{rep}", reference,
+                result = failover(member, standbys, f"fail{standbys}-r{rep}",
                                   args.events, args.customers, args.seed)  # fmt: skip
                 fails.append(result)
                 print(f"  failover standbys={standbys}: {result['failover_s']:.2f} s "

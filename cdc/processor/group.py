@@ -149,7 +149,6 @@ class GroupProcessor(EventProcessor):
                     self.stream, self.connector, self._declared, self.config.store_url,
                     self.member, partition, self._progress,
                 )  # fmt: skip
-            task.active = True
             self.tasks[partition] = task
         starts = {}
         for tp in partitions:
@@ -176,7 +175,6 @@ class GroupProcessor(EventProcessor):
             task = self.tasks.pop(partition)
             if self._lost:
                 task.tables.discard()
-            task.active = False
             if self.standby_replicas > 0:
                 self.standbys[partition] = task
             else:

@@ -56,7 +56,6 @@ class StateTask:
     tables: StateTables
     checkpoint: dict[TopicPartition, int]
     restores: list[RestoreReport] = field(default_factory=list)
-    active: bool = False
 
     @property
     def restored_events(self) -> int:

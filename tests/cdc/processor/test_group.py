@@ -23,7 +23,7 @@ from cdc.state import StateTransaction
 from cdc.streams.local import LocalLog
 from cdc.streams.local.errors import FencedWriterError
 from cdc.streams.partitioner import partition_for
-from cdc.streams.protocol import TopicPartition, TransactionLostError
+from cdc.streams.protocol import EventStream, TopicPartition, TransactionLostError
 from cdc.streams.registry import open_stream
 from tests.cdc.processor.test_group_crashes import produce_keyed
 from tests.cdc.processor.test_processor import changelog_state, expected_totals, payments
@@ -218,6 +218,13 @@ def test_a_truncate_clears_the_task_only_and_writes_its_deletes(
     a.close()
 
 
+def backend_stream(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> EventStream:
+    """The session's Kafka broker or a local log under ``tmp_path``."""
+    if backend == "kafka":
+        return open_stream(f"kafka://{request.getfixturevalue('kafka_bootstrap')}")
+    return open_stream(f"local://{tmp_path}/log")
+
+
 @pytest.mark.parametrize("backend", ["local", "kafka"])
 def test_a_lost_transaction_is_read_again_and_nothing_is_lost(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest,
@@ -225,11 +232,7 @@ def test_a_lost_transaction_is_read_again_and_nothing_is_lost(
 ) -> None:  # fmt: skip
     """A commit that fails (as a fenced one does) drops the transaction's state writes and reads
     its input again; processing goes on and the state equals the reference."""
-    if backend == "kafka":
-        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
-    else:
-        url = f"local://{tmp_path}/log"
-    stream = open_stream(url)
+    stream = backend_stream(backend, tmp_path, request)
     topic = unique_name("lost-in")
     stream.ensure_topic(topic, 4)
     events = payments(3_000, seed=9)
@@ -266,11 +269,7 @@ def test_two_co_partitioned_inputs_go_to_one_task(
 ) -> None:  # fmt: skip
     """The demo's two inputs (payments by customer, ticket sales by title): task p sees
     partition p of both (on Kafka through the range assignor), every state table is right."""
-    if backend == "kafka":
-        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
-    else:
-        url = f"local://{tmp_path}/log"
-    stream = open_stream(url)
+    stream = backend_stream(backend, tmp_path, request)
     pays, sales = unique_name("payments"), unique_name("ticket-sales")
     for topic, events, key in (
         (pays, list(payment_events(1_000, 50, 1)), "customer_id"),
