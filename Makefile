@@ -3,7 +3,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
+# Two workers (pytest-xdist), each module on one of them: the suite mostly waits on Spark jobs,
+# brokers and processes; the controller starts one Kafka broker for both, each worker one
+# SparkSession. TEST_WORKERS=0 runs the suite in this process.
+PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: demo test lint jars venv broker bench clean
 

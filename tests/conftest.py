@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +22,32 @@ provenance (``SOURCES.md`` there): the tests need nothing outside the checkout."
 # The tests' data is tiny: every shuffle task costs time, 8 partitions instead of 2 make a small
 # replay about 50% slower. Read by every in-process SparkSession (the demo's and CLI's too).
 os.environ.setdefault("REPLICATOR_SHUFFLE_PARTITIONS", "2")
+
+_SHARED_BROKER: tuple[LocalKafkaBroker, Path] | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, the controller starts the one broker every worker uses (through
+    ``$KAFKA_BOOTSTRAP_SERVERS``, which the workers inherit)."""
+    global _SHARED_BROKER
+    controller = not hasattr(config, "workerinput")
+    parallel = getattr(config.option, "dist", "no") != "no"
+    if controller and parallel and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        data_dir = Path(tempfile.mkdtemp(prefix="replicator-test-broker-"))
+        broker = LocalKafkaBroker(data_dir)
+        broker.start()
+        _SHARED_BROKER = (broker, data_dir)
+        os.environ["KAFKA_BOOTSTRAP_SERVERS"] = broker.bootstrap_servers
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _SHARED_BROKER
+    if _SHARED_BROKER is not None:
+        broker, data_dir = _SHARED_BROKER
+        _SHARED_BROKER = None
+        os.environ.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +74,8 @@ def postgres() -> Iterator[LocalPostgres]:
 
 @pytest.fixture(scope="session")
 def spark() -> Any:
-    """The session's SparkSession (local mode unless ``$REPLICATOR_SPARK_MASTER`` is set)."""
+    """The session's SparkSession (local mode unless ``$REPLICATOR_SPARK_MASTER`` is set): one
+    per test process, so one per pytest-xdist worker."""
     from replay.spark import spark_session
 
     session = spark_session(app_name="replicator-tests")
