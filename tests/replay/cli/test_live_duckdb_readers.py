@@ -66,9 +66,10 @@ def test_readers_query_the_live_table_while_follow_keeps_it(tmp_path: Path) -> N
         _wait_for(lambda: _ledger(db) is not None, follower, "the first replay")
         for step in range(60):  # a transaction every 0.1 s for about 6 s
             topic.write(RowChange("u", None, _row(i, 2 + step)) for i in range(step, 100, 9))
-            if step % 10 == 0:
-                topic.write([RowChange("c", None, _row(100 + step, 1))])
             references[log.bounds(topic.topic, 0).end] = _snapshot(topic)
+            if step % 10 == 0:  # a second transaction: the follower may stop between the two
+                topic.write([RowChange("c", None, _row(100 + step, 1))])
+                references[log.bounds(topic.topic, 0).end] = _snapshot(topic)
             time.sleep(0.1)
         final = log.bounds(topic.topic, 0).end
         _wait_for(lambda: _ledger(db) == final, follower, "the follower to catch up")
