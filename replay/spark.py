@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyspark
 import pyspark.sql.functions as F
@@ -28,6 +29,7 @@ __all__ = [
     "T",
     "Window",
     "driver_heap_bytes",
+    "local_frame",
     "spark_session",
 ]
 
@@ -107,3 +109,19 @@ def driver_heap_bytes(spark: SparkSession) -> int:
     which the driver collects and hashes before shipping it."""
     runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()  # type: ignore[union-attr]
     return int(runtime.maxMemory())
+
+
+def local_frame(
+    spark: SparkSession, rows: Sequence[Sequence[Any]], schema: T.StructType
+) -> DataFrame:
+    """A DataFrame of the driver's ``rows`` (tuples of plain values in ``schema``'s order),
+    handed to the JVM as Arrow: unlike ``createDataFrame`` of a list, whose rows are unpickled by
+    Python workers in every job that reads them (a worker start on a cold session), nothing of
+    it runs in Python. Flat schemas of simple types."""
+    import pyarrow as pa  # type: ignore[import-untyped]  # with pyspark's own Arrow conversions: only where frames are handed over
+
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema.fields)
+    table = pa.Table.from_arrays(
+        [pa.array(list(values)) for values in columns], names=[f.name for f in schema.fields]
+    )
+    return spark.createDataFrame(table, schema)

@@ -48,7 +48,7 @@ from replay.decode.cut import cut_at
 from replay.decode.schema import TopicSchema
 from replay.reading.bounds import Bound
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
-from replay.spark import DataFrame, F
+from replay.spark import DataFrame, F, local_frame
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def _with_known_truncates(
     last = {}
     for t in sorted(truncates, key=lambda t: (t.offset, t.pos)):
         last[t.tp] = (t.tp.topic, t.tp.partition, t.offset, t.pos)
-    found = spark.createDataFrame(list(last.values()), TRUNCATES_SCHEMA)
+    found = local_frame(spark, list(last.values()), TRUNCATES_SCHEMA)
     if not truncates:
         return BatchChanges(changes, found, bad)
     marker = spark.range(1).select(

@@ -19,6 +19,7 @@ of each version to decode its own records (``decode_native`` splits by version).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -49,6 +50,18 @@ class SchemaVersion:
 
 
 _SPACED = r'(?s)^\{\s*"schema"\s*:(.*?),\s*"payload"\s*:'
+_KNOWN_SIZE = 64
+# The decoding plans built before, so that the rounds of a ``--follow`` (each finds the same
+# versions again) get the same TopicSchema objects, whose Spark expressions are built once
+# (``replay.decode.expressions``). Keyed by object ids; the values hold the keyed objects.
+_known_versions: OrderedDict[tuple[int, int, bool], tuple[TopicSchema, TopicSchema]] = OrderedDict()
+_known_plans: OrderedDict[tuple[Any, ...], tuple[Any, TopicSchema]] = OrderedDict()
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    cache[key] = value
+    while len(cache) > _KNOWN_SIZE:
+        cache.popitem(last=False)
 
 
 def schema_hash(value: Column) -> Column:
@@ -82,13 +95,24 @@ def find_versions(
     )
     versions: list[SchemaVersion] = []
     for row in sorted(rows, key=lambda r: tuple(r["last"])):
-        envelope = loads(bytes(row["v"]).decode())["schema"]
-        found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric_decimals)
         first, last = (f"partition {p['partition']} offset {p['offset']}"
                        for p in (row["first"], row["last"]))  # fmt: skip
-        own = replace(found, key=base.key, connector=base.connector)
-        versions.append(SchemaVersion(int(row["h"]), own, first, last))
+        versions.append(SchemaVersion(int(row["h"]), _version_schema(row, base, numeric_decimals),
+                                      first, last))  # fmt: skip
     return versions
+
+
+def _version_schema(row: Any, base: TopicSchema, numeric_decimals: bool) -> TopicSchema:
+    """The decoding plan of one version (the one built before for this hash and ``base``)."""
+    key = (int(row["h"]), id(base), numeric_decimals)
+    known = _known_versions.get(key)
+    if known is not None and known[0] is base:
+        return known[1]
+    envelope = loads(bytes(row["v"]).decode())["schema"]
+    found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric_decimals)
+    own = replace(found, key=base.key, connector=base.connector)
+    _remember(_known_versions, key, (base, own))
+    return own
 
 
 def schema_in_range(
@@ -121,6 +145,20 @@ def versioned_schema(
         return base
     if len(versions) == 1:  # the range's own schema, which may be older than the topic's newest
         return versions[0].schema
+    parts = (base, *(v.schema for v in versions))
+    key = (*(id(p) for p in parts), *(v.hash for v in versions), allow_rewrite, before)
+    known = _known_plans.get(key)
+    if known is not None and all(a is b for a, b in zip(known[0], parts, strict=True)):
+        return known[1]
+    plan = _unified(topic, base, versions, allow_rewrite=allow_rewrite, before=before)
+    _remember(_known_plans, key, (parts, plan))
+    return plan
+
+
+def _unified(
+    topic: str, base: TopicSchema, versions: Sequence[SchemaVersion], *, allow_rewrite: bool,
+    before: frozenset[int] | None,
+) -> TopicSchema:  # fmt: skip
     shaping = [v for v in versions if before is None or v.hash in before] or list(versions)
     newest = shaping[-1]
     columns = []

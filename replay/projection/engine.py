@@ -231,7 +231,9 @@ class ProjectionEngine:
             changes = batch_changes(records, schema, truncates=truncates, decoded=decoded)
             handle_bad_records(self.sink, changes.bad, "fail", batch.stop_positions, job.table)
             frame = changes.changes.select(*mirror.all_columns, OP, POS, TRUNCATED)
-            return self.store.apply_sql(plan, mirror, frame, batch.stop_positions)
+            return self.store.apply_sql(
+                plan, mirror, frame, batch.stop_positions, rows_at_most=batch.span
+            )
         finally:
             decoded.all.unpersist()
 
@@ -246,8 +248,9 @@ class ProjectionEngine:
         frame = delta_frame(self.spark, table_schema, delta)
         positions = batch.stop_positions
         entry = self.store.apply_rows(
-            job.table, projection.identity, frame, delta.truncated, positions
-        )
+            job.table, projection.identity, frame, delta.truncated, positions,
+            rows_at_most=len(delta.upserts) + len(delta.deletes),
+        )  # fmt: skip
         stored = self.store.positions(job.table)
         self._memory[job.table] = (projection, stored)
         return entry

@@ -25,9 +25,11 @@ class ProjectionStore(Protocol):
         ...
 
     def apply_sql(
-        self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions
-    ) -> LedgerEntry | None:
-        """Apply one batch of changes to a SQL projection with its ledger entry, exactly once."""
+        self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions,
+        *, rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
+        """Apply one batch of changes to a SQL projection with its ledger entry, exactly once
+        (``rows_at_most``: a bound on the batch's rows, as for ``Sink.merge``)."""
         ...
 
     def apply_rows(
@@ -37,6 +39,8 @@ class ProjectionStore(Protocol):
         rows: DataFrame,
         truncated: bool,
         positions: Positions,
+        *,
+        rows_at_most: int | None = None,
     ) -> LedgerEntry | None:
         """Apply row upserts/deletes (``__op``) with the ledger entry, exactly once."""
         ...

@@ -4,9 +4,9 @@ Every source yields the same columns: ``topic``, ``partition``, ``offset``, ``ke
 ``value`` (binary, null for tombstones), ``timestamp_ms``.
 
 A plan of at most ``driver_read_offsets()`` offsets (a ``--follow`` round, a small catch-up) is
-read by the driver through the stream's own protocol and handed to Spark as local rows: Spark's
-Kafka source costs about a second per job in consumer set-up and task scheduling, which a
-replay of a thousand changes would pay in each of its jobs.
+read by the driver through the stream's own protocol and handed to Spark as an Arrow table:
+Spark's Kafka source costs about a second per job in consumer set-up and task scheduling, which
+a replay of a thousand changes would pay in each of its jobs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from cdc.streams.registry import open_stream
 from replay.reading.plan import PartitionRange, ReplayPlan
-from replay.spark import DataFrame, F, SparkSession, T
+from replay.spark import DataFrame, F, SparkSession, T, local_frame
 
 RAW_SCHEMA = T.StructType(
     [
@@ -45,7 +45,7 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
         return spark.createDataFrame([], RAW_SCHEMA)
     local = driver_rows(stream_url, plan)
     if local is not None:
-        return spark.createDataFrame(local, RAW_SCHEMA, verifySchema=False)
+        return local_frame(spark, local, RAW_SCHEMA)
     scheme = urlsplit(stream_url).scheme
     if scheme == "kafka":
         return _kafka_records(spark, urlsplit(stream_url).netloc, ranges)

@@ -56,6 +56,6 @@ def handle_bad_records(
     # The ledger of the dead-letter table moves with each batch that had bad records, so a
     # retried batch is skipped there as well.
     sink.merge(_SPEC, rows, {TopicPartition(f"{table}:{tp.topic}", tp.partition): o
-                             for tp, o in positions.items()})  # fmt: skip
+                             for tp, o in positions.items()}, rows_at_most=count)  # fmt: skip
     rows.unpersist()
     return count

@@ -111,8 +111,9 @@ class DeltaProjectionStore:
         return latest[0].entry if latest and latest[0].metadata == meta else None
 
     def apply_sql(
-        self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions
-    ) -> LedgerEntry | None:
+        self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions,
+        *, rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         """Apply one batch (``batch_changes`` columns) to a SQL projection (module doc)."""
         auxiliary = [*plan.value_tables.values(), mirror.table]
         tables = [plan.table, *auxiliary]
@@ -171,6 +172,8 @@ class DeltaProjectionStore:
         rows: DataFrame,
         truncated: bool,
         positions: Positions,
+        *,
+        rows_at_most: int | None = None,
     ) -> LedgerEntry | None:
         """Delete every ``identity`` of ``rows`` and upsert those with ``__op`` ``u`` (after
         clearing the table when ``truncated``): one MERGE (an overwrite when ``truncated``)

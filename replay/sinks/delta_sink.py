@@ -86,7 +86,10 @@ class DeltaSink:
             if (d / "_delta_log").is_dir() and not d.name.endswith(rules.TOMBSTONES_SUFFIX)
         )
 
-    def replace(self, spec: TableSpec, rows: DataFrame, positions: Positions) -> LedgerEntry | None:
+    def replace(
+        self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
+        rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones."""
         data = rules.row_columns(spec, rows.columns)
         planned = self._plan(spec.name, "replace", positions)
@@ -104,9 +107,11 @@ class DeltaSink:
         return self._committed(spec.name, meta, base)
 
     def merge(
-        self, spec: TableSpec, changes: DataFrame, positions: Positions
-    ) -> LedgerEntry | None:
-        """Apply a change batch: tombstones first, then one MERGE (or overwrite) of the table."""
+        self, spec: TableSpec, changes: DataFrame, positions: Positions, *,
+        rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
+        """Apply a change batch: tombstones first, then one MERGE (or overwrite) of the table
+        (Spark writes the files whatever the batch's size: ``rows_at_most`` changes nothing)."""
         data = rules.change_columns(spec, changes.columns)
         planned = self._plan(spec.name, "merge", positions)
         if planned is None:

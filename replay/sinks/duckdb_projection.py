@@ -1,7 +1,7 @@
 """Projections in a DuckDB sink: every batch is one DuckDB transaction holding the projection's
 tables, its source mirror and its own ledger entry.
 
-A batch's changes arrive as a Spark DataFrame, staged as Parquet like the sink's own writes
+A batch's changes arrive as a Spark DataFrame, staged (Arrow or Parquet) like the sink's own writes
 (:class:`~replay.sinks.duckdb_sink.DuckDBSink`), then, between ``BEGIN`` and ``COMMIT``: the
 ledger check (a batch whose positions the projection's ledger covers is skipped), the mirror's
 and the plan's statements, and the ledger rows (``_replicator_ledger``, keyed by the projection's
@@ -50,12 +50,13 @@ class DuckDBProjectionStore:
         return self.sink.positions(table)
 
     def apply_sql(
-        self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions
-    ) -> LedgerEntry | None:
+        self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions,
+        *, rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         """Apply one batch (``batch_changes`` columns) to a SQL projection, atomically."""
         if self._covered(plan.table, positions):
             return None
-        with self._staged(batch, _BATCH) as load, self._transaction():
+        with self._staged(batch, _BATCH, rows_at_most) as load, self._transaction():
             record = self._plan(plan.table, positions)
             if record is None:
                 return None
@@ -84,6 +85,8 @@ class DuckDBProjectionStore:
         rows: DataFrame,
         truncated: bool,
         positions: Positions,
+        *,
+        rows_at_most: int | None = None,
     ) -> LedgerEntry | None:
         """Delete every ``identity`` of ``rows``, insert those with ``__op`` ``u`` (after
         clearing the table when ``truncated``) and record ``positions``, atomically."""
@@ -92,7 +95,7 @@ class DuckDBProjectionStore:
         columns = [c for c in rows.columns if c != OP]
         names = ", ".join(quote(c) for c in columns)
         same = " AND ".join(f"t.{quote(k)} IS NOT DISTINCT FROM r.{quote(k)}" for k in identity)
-        with self._staged(rows, _ROWS) as load, self._transaction():
+        with self._staged(rows, _ROWS, rows_at_most) as load, self._transaction():
             record = self._plan(table, positions)
             if record is None:
                 return None
@@ -176,14 +179,15 @@ class DuckDBProjectionStore:
         return LedgerEntry(table, version, positions, at_ms, "merge")
 
     @contextmanager
-    def _staged(self, df: DataFrame, temp: str) -> Iterator[Any]:
-        """Stage ``df`` as Parquet; yields a function loading it into the temp table ``temp``
-        (called inside the transaction)."""
+    def _staged(self, df: DataFrame, temp: str, rows_at_most: int | None) -> Iterator[Any]:
+        """Stage ``df`` (as the sink stages its writes); yields a function loading it into the
+        temp table ``temp`` (called inside the transaction)."""
         fields = [df.schema[c] for c in df.columns]
-        with self.sink._staged(df, fields) as files:
+        with self.sink._staged(df, fields, rows_at_most) as staged:
             restored = ", ".join(restored_column(f) for f in fields)
-            create = f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT {restored} FROM read_parquet"
-            yield lambda: self.conn.execute(f"{create}({files})")
+            yield lambda: self.conn.execute(
+                f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT {restored} FROM {staged(self.conn)}"
+            )
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -1,11 +1,13 @@
 """The DuckDB sink: one database file, its tables, tombstones and offsets ledger.
 
-Spark DataFrames reach DuckDB as Parquet files staged next to the database (Spark writes them in
-bulk, DuckDB reads them with ``read_parquet`` inside the write's transaction: no per-row inserts,
-no Arrow/pandas dependency on the Python side). Every write is one DuckDB transaction holding the
-data, the tombstones and the ledger rows (:mod:`replay.sinks.duckdb_store`), so exactly-once
-follows: a batch whose positions the ledger covers is skipped, and a crash rolls back to the last
-checkpoint. DuckDB keeps only the current version of a table; ``history()`` lists checkpoints.
+Spark DataFrames reach DuckDB inside the write's transaction, without per-row inserts: a frame
+the caller bounds to at most ``ARROW_ROWS`` rows (a ``--follow`` round, a small catch-up) as
+one Arrow table collected from Spark, any other as Parquet files Spark writes in bulk next to
+the database (DuckDB reads them with ``read_parquet``). Every write is one DuckDB transaction
+holding the data, the tombstones and the ledger rows (:mod:`replay.sinks.duckdb_store`), so
+exactly-once follows: a batch whose positions the ledger covers is skipped, and a crash rolls
+back to the last checkpoint. DuckDB keeps only the current version of a table; ``history()``
+lists checkpoints.
 
 The file is open only during one write or one read (:mod:`replay.sinks.duckdb_files`): other
 processes can read the tables between two batches, and reading a missing database creates nothing.
@@ -13,10 +15,11 @@ processes can read the tables between two batches, and reading a missing databas
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,13 @@ from replay.sinks.ledger import VersionUnavailableError, plan_positions
 from replay.sinks.merge_rules import change_columns, row_columns
 from replay.sinks.protocol import META_COLUMNS, POS, LedgerEntry, Positions, TableSpec
 from replay.spark import DataFrame, F, SparkSession, T
+
+ARROW_ROWS = 100_000
+"""Frames bounded to at most this many rows are handed to DuckDB as Arrow (one collect into the
+driver); larger or unbounded ones as Parquet files, which need no driver memory."""
+Staged = Callable[[Any], str]
+"""Given the write's DuckDB connection, the relation (FROM-clause text) of a staged frame."""
+_arrow_names = itertools.count()
 
 
 class DuckDBSink:
@@ -93,7 +103,10 @@ class DuckDBSink:
         with self.session(write=False) as store:
             return store.tables() if store else []
 
-    def replace(self, spec: TableSpec, rows: DataFrame, positions: Positions) -> LedgerEntry | None:
+    def replace(
+        self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
+        rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         """Recreate the table from ``rows`` in one transaction; None if the ledger covers it."""
         data = row_columns(spec, rows.columns)
         if self._covered(spec.name, "replace", positions):
@@ -102,23 +115,25 @@ class DuckDBSink:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
         fields = [rows.schema[c] for c in [*data, POS]]
         schema = T.StructType(fields[:-1])
-        with self._staged(rows, fields) as files, self.session(write=True) as store:
+        with self._staged(rows, fields, rows_at_most) as staged, self.session(write=True) as store:
             assert store is not None
-            source = f"SELECT {self._restore(fields)} FROM read_parquet({files})"
+            source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
             return store.replace(spec, column_definitions(schema), source, positions, schema.json())
 
     def merge(
-        self, spec: TableSpec, changes: DataFrame, positions: Positions
-    ) -> LedgerEntry | None:
+        self, spec: TableSpec, changes: DataFrame, positions: Positions, *,
+        rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         """Apply a change batch in one transaction; None if the ledger covers it."""
         data = change_columns(spec, changes.columns)
         if self._covered(spec.name, "merge", positions):
             return None
         fields = [changes.schema[c] for c in [*data, *META_COLUMNS]]
         schema = T.StructType(fields[: len(data)])
-        with self._staged(changes, fields) as files, self.session(write=True) as store:
+        staging = self._staged(changes, fields, rows_at_most)
+        with staging as staged, self.session(write=True) as store:
             assert store is not None
-            source = f"SELECT {self._restore(fields)} FROM read_parquet({files})"
+            source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
             return store.merge(spec, column_definitions(schema), source, positions, schema.json())
 
     def read(self, table: str, version: int | None = None) -> DataFrame:
@@ -163,12 +178,26 @@ class DuckDBSink:
         return ", ".join(restored_column(f) for f in fields)
 
     @contextmanager
-    def _staged(self, df: DataFrame, fields: Sequence[T.StructField]) -> Iterator[str]:
-        """Write ``fields`` of ``df`` as Parquet; yields the ``read_parquet`` file-glob literal."""
+    def _staged(
+        self, df: DataFrame, fields: Sequence[T.StructField], rows_at_most: int | None
+    ) -> Iterator[Staged]:
+        """Run ``df``'s job and stage ``fields`` of it, as Arrow when ``rows_at_most`` is within
+        ``ARROW_ROWS``, else as Parquet files (see the module doc)."""
+        columns = df.select(*(staged_column(f) for f in fields))
+        if rows_at_most is not None and rows_at_most <= ARROW_ROWS:
+            table = columns.toArrow()
+            name = f"__replicator_arrow_{next(_arrow_names)}"
+
+            def registered(conn: Any) -> str:
+                conn.register(name, table)
+                return quote(name)
+
+            yield registered
+            return
         with self._scratch() as scratch:
             target = scratch / "batch"
-            df.select(*(staged_column(f) for f in fields)).write.parquet(str(target))
-            yield _literal(target / "*.parquet")
+            columns.write.parquet(str(target))
+            yield lambda conn: f"read_parquet({_literal(target / '*.parquet')})"
 
     @contextmanager
     def _scratch(self) -> Iterator[Path]:

@@ -69,14 +69,22 @@ class Sink(Protocol):
         """The positions the table reflects (empty if it does not exist)."""
         ...
 
-    def replace(self, spec: TableSpec, rows: Any, positions: Positions) -> LedgerEntry | None:
+    def replace(
+        self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None
+    ) -> LedgerEntry | None:
         """Replace the table's contents with ``rows`` (a DataFrame of final images, no meta
-        columns) in one bulk write, recording ``positions``; None if already at them."""
+        columns) in one bulk write, recording ``positions``; None if already at them.
+        ``rows_at_most``: a bound on the frame's rows, when the caller knows one (a sink may
+        then hand a small frame over in memory rather than through files)."""
         ...
 
-    def merge(self, spec: TableSpec, changes: Any, positions: Positions) -> LedgerEntry | None:
+    def merge(
+        self, spec: TableSpec, changes: Any, positions: Positions, *,
+        rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         """Apply ``changes`` (see the module doc) and record ``positions``, atomically; None if
-        the ledger already covers ``positions`` (a retried batch)."""
+        the ledger already covers ``positions`` (a retried batch). ``rows_at_most``: as for
+        ``replace``."""
         ...
 
     def history(self, table: str) -> Sequence[LedgerEntry]:

@@ -247,7 +247,9 @@ class ReplayEngine:
                 self.sink, bad, job.on_error, plan.stop_positions, spec.name
             )
             columns = [c.name for c in schema.columns]
-            return self.sink.replace(spec, rows.select(*columns, POS), plan.stop_positions)
+            return self.sink.replace(
+                spec, rows.select(*columns, POS), plan.stop_positions, rows_at_most=plan.span
+            )
         finally:
             for frame in persisted:
                 frame.unpersist()
@@ -270,7 +272,7 @@ class ReplayEngine:
                 self.sink, changes.bad, job.on_error, positions, spec.name
             )
             frame: DataFrame = changes.sink_changes(schema)
-            return self.sink.merge(spec, frame, positions)
+            return self.sink.merge(spec, frame, positions, rows_at_most=batch.span)
         finally:
             decoded.all.unpersist()
 

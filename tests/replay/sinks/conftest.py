@@ -12,19 +12,41 @@ from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink, sink_url
 from tests.replay.sinks.batches import CHANGE_SCHEMA, ROW_SCHEMA, Change, SinkFactory
 
-SINK_KINDS = ("duckdb", "delta")
+BACKENDS = ("duckdb", "delta")
+SINK_KINDS = ("duckdb", "duckdb-arrow", "delta")
+"""``duckdb-arrow``: a DuckDB sink whose writes state a row bound, as the engine's small batches
+do, so the frames reach DuckDB as Arrow rather than Parquet files."""
+
+
+class BoundedWrites:
+    """A sink whose every write states ``rows_at_most`` (the engine's hint for small batches)."""
+
+    def __init__(self, sink: Sink, rows_at_most: int = 1_000) -> None:
+        self.sink, self.url, self.rows_at_most = sink, sink.url, rows_at_most
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
+
+    def replace(self, spec: Any, rows: Any, positions: Any, *, rows_at_most: Any = None) -> Any:
+        return self.sink.replace(spec, rows, positions, rows_at_most=self.rows_at_most)
+
+    def merge(self, spec: Any, changes: Any, positions: Any, *, rows_at_most: Any = None) -> Any:
+        return self.sink.merge(spec, changes, positions, rows_at_most=self.rows_at_most)
 
 
 @pytest.fixture
 def make_sink(tmp_path: Path, spark: Any) -> Iterator[SinkFactory]:
-    """Factory of a fresh sink of a kind (``duckdb``/``delta``), closed after the test."""
+    """Factory of a fresh sink of a kind (``SINK_KINDS``), closed after the test."""
     opened: list[Sink] = []
 
     def make(kind: str) -> Sink:
-        target = tmp_path / f"{kind}-{len(opened)}"
-        if kind == "duckdb":
+        base = kind.removesuffix("-arrow")
+        target = tmp_path / f"{base}-{len(opened)}"
+        if base == "duckdb":
             target = target.with_suffix(".duckdb")
-        opened.append(open_sink(sink_url(kind, target), spark))
+        opened.append(open_sink(sink_url(base, target), spark))
+        if kind != base:
+            return BoundedWrites(opened[-1])
         return opened[-1]
 
     yield make

@@ -99,15 +99,18 @@ def _as_json(df: Any) -> list[str]:
     return sorted(r[0] for r in df.select(F.to_json(F.struct(*df.columns))).collect())
 
 
-def test_spark_types_map_faithfully_to_duckdb_and_back(spark: Any, make_sink: SinkFactory) -> None:
+@pytest.mark.parametrize("rows_at_most", [None, 1], ids=["parquet", "arrow"])
+def test_spark_types_map_faithfully_to_duckdb_and_back(
+    spark: Any, make_sink: SinkFactory, rows_at_most: int | None
+) -> None:
     sink, spec = _duckdb(make_sink), TableSpec("typed", ("id", "i"))
     rows = spark.createDataFrame(TYPED_ROWS[:1], TYPED_SCHEMA)
-    sink.replace(spec, rows, {P0: 1})
+    sink.replace(spec, rows, {P0: 1}, rows_at_most=rows_at_most)
     changes = spark.createDataFrame(
         [(*TYPED_ROWS[1], "u", "00000002", False)],
         f"{TYPED_SCHEMA}, __op STRING, __pos STRING, __truncated BOOLEAN",
     )
-    sink.merge(spec, changes, {P0: 2})
+    sink.merge(spec, changes, {P0: 2}, rows_at_most=rows_at_most)
 
     with duckdb_files.read_only(sink.path) as conn:
         types, keys = _types_and_keys(conn)

@@ -13,12 +13,12 @@ from replay.projection.store import projection_store
 from replay.sinks.ledger import VersionUnavailableError
 from replay.sinks.registry import open_sink, sink_url
 from tests.replay.sinks.batches import P0, SPEC, upsert
-from tests.replay.sinks.conftest import SINK_KINDS
+from tests.replay.sinks.conftest import BACKENDS
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.parametrize("kind", SINK_KINDS)
+@pytest.mark.parametrize("kind", BACKENDS)
 def test_reading_a_missing_sink_creates_nothing_and_the_first_write_does(
     spark: Any, tmp_path: Path, kind: str, changes: Callable[..., Any]
 ) -> None:

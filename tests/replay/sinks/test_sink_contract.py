@@ -101,12 +101,13 @@ def test_retries_are_skipped_and_backward_positions_refused(
 
 
 def test_equal_results_on_both_sinks(make_sink: SinkFactory, changes: Factory) -> None:
-    duck, delta, model = make_sink("duckdb"), make_sink("delta"), MergeModel()
+    duck, arrow, delta = make_sink("duckdb"), make_sink("duckdb-arrow"), make_sink("delta")
+    model = MergeModel()
     for i, batch in enumerate(random_batches(seed=7, count=4)):
         model.apply(batch)
-        for sink in (duck, delta):
+        for sink in (duck, arrow, delta):
             assert sink.merge(SPEC, changes(*batch), {P0: 10 * (i + 1)}) is not None
-        assert snapshot(duck) == snapshot(delta) == model.snapshot(), f"after batch {i}"
+        assert snapshot(duck) == snapshot(arrow) == snapshot(delta) == model.snapshot(), i
     assert [(e.mode, e.positions) for e in duck.history(SPEC.name)] == [
         (e.mode, e.positions) for e in delta.history(SPEC.name)
     ]

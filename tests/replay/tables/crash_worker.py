@@ -67,11 +67,20 @@ class ReportingSink:
     def positions(self, table: str) -> dict[TopicPartition, int]:
         return self.sink.positions(table)
 
-    def replace(self, spec: TableSpec, rows: Any, positions: Positions) -> LedgerEntry | None:
-        return self._write(lambda: self.sink.replace(spec, rows, positions))
+    def replace(
+        self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None
+    ) -> LedgerEntry | None:
+        return self._write(
+            lambda: self.sink.replace(spec, rows, positions, rows_at_most=rows_at_most)
+        )
 
-    def merge(self, spec: TableSpec, changes: Any, positions: Positions) -> LedgerEntry | None:
-        return self._write(lambda: self.sink.merge(spec, changes, positions))
+    def merge(
+        self, spec: TableSpec, changes: Any, positions: Positions, *,
+        rows_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
+        return self._write(
+            lambda: self.sink.merge(spec, changes, positions, rows_at_most=rows_at_most)
+        )
 
     def history(self, table: str) -> list[LedgerEntry]:
         return list(self.sink.history(table))

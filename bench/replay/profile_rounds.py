@@ -1,0 +1,101 @@
+"""Where a ``--follow`` round spends its time, per Spark job and per phase of the engine.
+
+    .venv/bin/python -m bench.replay.profile_rounds [--sink duckdb|delta] [--changes 1000]
+        [--rounds 8] [--keys 10000] [--stream kafka|local]
+
+Starts a broker (or a local log), writes ``--keys`` rows of the follow benchmark's table
+(``SalesTopic``, 2 partitions), builds the table, then runs ``--rounds`` rounds as ``replay
+--follow`` does: ``--changes`` updates written in transactions of 100, then one catch-up
+(``ReplayEngine.run`` from the ledger). Per round it prints the wall time, the Spark jobs (from
+the REST API: wall time, tasks, call site) and the time outside them (the driver's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench.live_readers import _row
+from bench.replay.profile_jobs import _jobs, _seconds
+from cdc.runtime.broker import LocalKafkaBroker
+from cdc.streams.registry import open_stream
+from projections.change_ops import RowChange
+from replay.reading.bounds import Bound, BoundKind
+from replay.sinks.registry import open_sink
+from replay.spark import spark_session
+from replay.tables.engine import ReplayEngine, ReplayJob
+from tests.replay.projection.workload import SalesTopic
+
+
+def main() -> None:
+    """Build, then time the rounds."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sink", choices=("duckdb", "delta"), default="duckdb")
+    parser.add_argument("--changes", type=int, default=1_000)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--stream", choices=("kafka", "local"), default="kafka")
+    parser.add_argument("--cprofile", action="store_true", help="profile the driver from round 2")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-profile-rounds-"))
+    broker = None
+    try:
+        if args.stream == "kafka":
+            broker = LocalKafkaBroker(work / "broker", heap="1g")
+            url = f"kafka://{broker.start()}"
+        else:
+            url = f"local://{work}/log"
+        stream = open_stream(url)
+        feeder = SalesTopic(stream, partitions=2)
+        feeder.write(RowChange("c", None, _row(i, 1)) for i in range(args.keys))
+        spark = spark_session(conf={"spark.ui.enabled": "true"})
+        ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
+        suffix = ".duckdb" if args.sink == "duckdb" else ""
+        sink = open_sink(f"{args.sink}://{work}/out{suffix}", spark)
+        engine = ReplayEngine(spark, stream, sink)
+        job = ReplayJob((feeder.topic,))
+        profiler = cProfile.Profile() if args.cprofile else None
+        for round_ in range(args.rounds + 1):
+            if round_:
+                for first in range(0, args.changes, 100):
+                    count = min(100, args.changes - first)
+                    feeder.write(
+                        RowChange("u", None, _row((round_ * args.changes + first + n) % args.keys,
+                                                  round_))
+                        for n in range(count)
+                    )  # fmt: skip
+            seen = {j["jobId"] for j in _jobs(ui, app)}
+            started = time.monotonic()
+            if round_ >= 2 and profiler is not None:
+                profiler.enable()
+            (result,) = engine.run(job)
+            if profiler is not None:
+                profiler.disable()
+            took = time.monotonic() - started
+            job = ReplayJob((feeder.topic,), start=Bound(BoundKind.LEDGER))
+            jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
+            in_jobs = sum(_seconds(j) for j in jobs)
+            print(f"round {round_}: {took:.2f} s ({result.mode}, span {result.span}), "
+                  f"{len(jobs)} Spark jobs {in_jobs:.2f} s, "
+                  f"outside them {took - in_jobs:.2f} s")  # fmt: skip
+            for j in jobs:
+                print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  tasks {j['numTasks']:>4}"
+                      f"  {j['name'][:100]}")  # fmt: skip
+        if profiler is not None:
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
+        sink.close()
+        spark.stop()
+        stream.close()
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
