@@ -1,11 +1,11 @@
 """Schema changes mid-stream: every record decoded by its own Connect schema.
 
 A table captured while it changes (``ALTER TABLE``) has records of several schemas in one topic.
-``find_versions`` lists the distinct schemas of a range of records (one Spark aggregation of a
-hash of each record's ``schema`` text); ``versioned_schema`` builds the topic's decoding plan
-from them: the columns of the newest schema in the range (a point-in-time cut has the columns
-the table had at the cut), each with a type that holds every version's values, and the schema
-of each version to decode its own records (``decode_native`` splits by version). Rules:
+``find_versions`` lists the distinct schemas of a range of records (``replay.decode.version_scan``);
+``versioned_schema`` builds the topic's decoding plan from them: the columns of the newest schema in
+the range (a point-in-time cut has the columns the table had at the cut), each with a type that
+holds every version's values, and the schema of each version to decode its own records
+(``decode_native`` splits by version). Rules:
 
 - a column a record's schema lacks reads the default it was added with (``ADD COLUMN ... NOT
   NULL DEFAULT x``: the database filled its rows without change events), else NULL;
@@ -21,112 +21,37 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from cdc.errors import UserError
-from cdc.events.json_text import loads
 from replay.decode.connect_types import UnsupportedSchema
 from replay.decode.schema import ColumnSpec, TopicSchema
+from replay.decode.version_scan import SchemaVersion, find_versions, remember, schema_hash
 from replay.spark import Column, DataFrame, F, SparkSession, T
-
-_HEAD = '{"schema":'
-_DELIMITER = ',"payload":'
 
 
 class SchemaChangeError(UserError):
     """A column changed type in a way a mirror cannot follow exactly."""
 
 
-@dataclass(frozen=True)
-class SchemaVersion:
-    """One distinct value schema of a topic: its hash, the decoding plan, and where it is
-    first and last seen (``partition:offset``)."""
-
-    hash: int
-    schema: TopicSchema
-    first: str
-    last: str
-
-
-_SPACED = r'(?s)^\{\s*"schema"\s*:(.*?),\s*"payload"\s*:'
-_KNOWN_SIZE = 64
-# The decoding plans built before, so that the rounds of a ``--follow`` (each finds the same
-# versions again) get the same TopicSchema objects, whose Spark expressions are built once
-# (``replay.decode.expressions``). Keyed by object ids; the values hold the keyed objects.
-_known_versions: OrderedDict[tuple[int, int, bool], tuple[TopicSchema, TopicSchema]] = OrderedDict()
 _known_plans: OrderedDict[tuple[Any, ...], tuple[Any, TopicSchema]] = OrderedDict()
-
-
-def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    cache[key] = value
-    while len(cache) > _KNOWN_SIZE:
-        cache.popitem(last=False)
-
-
-def schema_hash(value: Column) -> Column:
-    """The hash of a record's ``schema`` text (JsonConverter writes it first, compact; other
-    writers may add spaces); 0 for a value without one."""
-    text = value.cast("string")
-    compact = F.substring_index(text, _DELIMITER, 1)
-    spaced = F.regexp_extract(text, _SPACED, 1)
-    return (
-        F.when(text.startswith(_HEAD + "{"), F.xxhash64(compact))
-        .when(spaced != "", F.xxhash64(spaced))
-        .otherwise(F.lit(0).cast("long"))
-    )
-
-
-def find_versions(
-    records: DataFrame, base: TopicSchema, *, numeric_decimals: bool = False
-) -> list[SchemaVersion]:
-    """The distinct value schemas of ``records`` (RAW_SCHEMA), oldest first (by the newest
-    timestamp at which each is seen); records without a schema are left out."""
-    hashed = records.where(F.col("value").isNotNull()).select(
-        schema_hash(F.col("value")).alias("h"),
-        F.struct("timestamp_ms", "partition", "offset").alias("at"),
-        F.col("value"),
-    )
-    rows = (
-        hashed.where(F.col("h") != 0)
-        .groupBy("h")
-        .agg(F.min("at").alias("first"), F.max("at").alias("last"), F.first("value").alias("v"))
-        .collect()
-    )
-    versions: list[SchemaVersion] = []
-    for row in sorted(rows, key=lambda r: tuple(r["last"])):
-        first, last = (f"partition {p['partition']} offset {p['offset']}"
-                       for p in (row["first"], row["last"]))  # fmt: skip
-        versions.append(SchemaVersion(int(row["h"]), _version_schema(row, base, numeric_decimals),
-                                      first, last))  # fmt: skip
-    return versions
-
-
-def _version_schema(row: Any, base: TopicSchema, numeric_decimals: bool) -> TopicSchema:
-    """The decoding plan of one version (the one built before for this hash and ``base``)."""
-    key = (int(row["h"]), id(base), numeric_decimals)
-    known = _known_versions.get(key)
-    if known is not None and known[0] is base:
-        return known[1]
-    envelope = loads(bytes(row["v"]).decode())["schema"]
-    found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric_decimals)
-    own = replace(found, key=base.key, connector=base.connector)
-    _remember(_known_versions, key, (base, own))
-    return own
+"""The plans built before (keyed by object ids; the values hold the keyed objects)."""
 
 
 def schema_in_range(
     topic: str, records: DataFrame, base: TopicSchema, *, up_to_cut: DataFrame | None = None,
-    allow_rewrite: bool = False,
+    allow_rewrite: bool = False, rows: Sequence[Sequence[Any]] | None = None,
 ) -> TopicSchema:  # fmt: skip
     """How ``records`` (a range of ``topic``) decode, given ``base`` from its newest record:
     ``base`` itself for declared (schemaless) and flat topics, else by ``versioned_schema``;
     ``up_to_cut``: the records at or before a point-in-time cut, whose newest schema gives the
-    table's columns (later versions still decode, to place their events after the cut)."""
+    table's columns (later versions still decode, to place their events after the cut);
+    ``rows``: the records on the driver, when it read them (see ``version_scan``)."""
     if base.table is not None or not base.native:
         return base
     numeric = any(isinstance(c.codec.raw, T.DecimalType) for c in base.columns)
-    versions = find_versions(records, base, numeric_decimals=numeric)
+    versions = find_versions(records, base, numeric_decimals=numeric, rows=rows)
     before = None
     if up_to_cut is not None and len(versions) > 1:
         seen = up_to_cut.select(schema_hash(F.col("value")).alias("h")).distinct().collect()
@@ -151,7 +76,7 @@ def versioned_schema(
     if known is not None and all(a is b for a, b in zip(known[0], parts, strict=True)):
         return known[1]
     plan = _unified(topic, base, versions, allow_rewrite=allow_rewrite, before=before)
-    _remember(_known_plans, key, (parts, plan))
+    remember(_known_plans, key, (parts, plan))
     return plan
 
 

@@ -37,7 +37,7 @@ from replay.projection.driver_folds import MemoryProjection, delta_frame, memory
 from replay.projection.store import ProjectionStore, projection_store
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay
-from replay.reading.sources import read_records
+from replay.reading.sources import driver_rows, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import handle_bad_records
 from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, Sink
@@ -209,7 +209,8 @@ class ProjectionEngine:
         """Apply one batch; ``truncates``: the batch's, when the run found them already."""
         plan, mirror = self.sql_plan(job)
         records = read_records(self.spark, self.stream.url, batch)
-        schema = schema_in_range(job.topic, records, schema)  # each record by its own schema
+        rows = driver_rows(self.stream.url, batch)
+        schema = schema_in_range(job.topic, records, schema, rows=rows)  # each by its own schema
         missing = [c for c in mirror.all_columns if c not in {s.name for s in schema.columns}]
         if missing:
             raise ProjectionError(
@@ -274,7 +275,8 @@ class ProjectionEngine:
     def _decoded(self, schema: TopicSchema, plan: ReplayPlan) -> tuple[list[dict[str, Any]], Any]:
         """Every change of ``plan`` as dicts (table columns, ``__op``, ``__pos``), in order."""
         records = read_records(self.spark, self.stream.url, plan)
-        schema = schema_in_range(plan.ranges[0].tp.topic, records, schema)
+        local = driver_rows(self.stream.url, plan)
+        schema = schema_in_range(plan.ranges[0].tp.topic, records, schema, rows=local)
         decoded = decode_native(records, schema)
         handle_bad_records(self.sink, decoded.bad, "fail", plan.stop_positions, "projection")
         columns = [c.name for c in schema.columns]

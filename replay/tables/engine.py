@@ -28,7 +28,7 @@ from replay.decode.schema_versions import column_defaults, schema_in_range
 from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay, resolve_topics
-from replay.reading.sources import read_ranges, read_records
+from replay.reading.sources import driver_rows, read_ranges, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import DeadLetterPolicy, handle_bad_records
 from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
@@ -126,6 +126,7 @@ class ReplayEngine:
                 self._schemas[topic] = schema_in_range(
                     topic, records, base, allow_rewrite=job.allow_type_rewrite,
                     up_to_cut=records_at_or_before(records, job.stop) if cut else None,
+                    rows=driver_rows(self.stream.url, plan),
                 )  # fmt: skip
         self._straddling = self._straddling_transactions(job, plans)
         return [self._run_topic(job, topic, plan) for topic, plan in plans.items()]

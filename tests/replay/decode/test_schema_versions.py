@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cdc.events.decimal_codec import decimal_to_base64
+from replay.decode import version_scan
 from replay.decode.changes import decode_native
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import SchemaChangeError, schema_in_range
@@ -106,3 +107,28 @@ def test_an_allowed_rewrite_casts_older_values_and_rejects_what_does_not_cast(sp
     assert [(r.offset, r.reason) for r in bad] == [
         (1, "payload.after.note: string value does not cast to int")
     ]
+
+
+def test_the_driver_scan_of_a_small_range_finds_what_the_spark_scan_finds(spark: Any) -> None:
+    v1 = [_record(V1, i, {"id": i, "qty": 1, "price": None, "note": None}) for i in range(3)]
+    v2 = [_record(V2, i, {"id": i, "qty": 2, "price": None, "rank": 1}) for i in range(3, 5)]
+    spaced_text = v2[0][1].decode().replace('{"schema":', '{ "schema" :', 1)
+    spaced = spaced_text.replace(',"payload":', ',\n "payload":', 1).encode()
+    pairs = [*v1, (v2[0][0], spaced), *v2[1:]]
+    records = [*as_records(TOPIC, pairs), (TOPIC, 0, 9, b'{"id":1}', None, 9)]  # + a tombstone
+    frame = raw_frame(spark, records)
+    base = TopicSchema.from_record(pairs[-1][1], pairs[-1][0], topic=TOPIC)
+    version_scan._known_hashes.clear()
+    assert version_scan._scan_rows(records) is None  # nothing hashed yet: Spark must scan
+    by_spark = version_scan.find_versions(frame, base, rows=records)
+    # V1, V2 and V2 written with spaces (hashed apart: what is hashed differs, the plan not)
+    assert len(by_spark) == 3 and len(version_scan._known_hashes) == 3
+    by_driver = version_scan._scan_rows(records)
+    assert by_driver is not None, "every schema text is known after Spark's scan"
+    again = version_scan.find_versions(frame, base, rows=records)
+    assert again == by_spark  # same hashes, places and the very same decoding plans
+    assert all(a.schema is b.schema for a, b in zip(again, by_spark, strict=True))
+    unknown = _record(V1[:2], 7, {"id": 7, "qty": 1})  # a schema no scan has hashed
+    assert version_scan._scan_rows([*records, *as_records(TOPIC, [unknown])]) is None
+    not_utf8 = (TOPIC, 0, 8, b"k", b'{"schema":{"\xff"},"payload":{}}', 8)
+    assert version_scan._scan_rows([*records, not_utf8]) is None

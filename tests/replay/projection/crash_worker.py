@@ -85,10 +85,10 @@ class ReportingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    def apply_sql(self, *args: Any) -> LedgerEntry | None:
+    def apply_sql(self, *args: Any, **options: Any) -> LedgerEntry | None:
         self.writes += 1
         self.report("write", self.writes)
-        entry = self.store.apply_sql(*args)
+        entry = self.store.apply_sql(*args, **options)
         self.report("committed", self.writes)
         return entry
 

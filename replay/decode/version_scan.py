@@ -1,0 +1,154 @@
+"""Finding the distinct value schemas of a range of records (``find_versions``).
+
+Each record's ``schema`` text (JsonConverter writes it first, compact; other writers may add
+spaces) is hashed with Spark's ``xxhash64``; one aggregation lists the distinct hashes, where
+each is first and last seen, and one value of each, whose schema is compiled to a decoding plan.
+A small range the driver has read already (a ``--follow`` round) is scanned in Python instead,
+without a Spark job, when every schema text in it is one an earlier scan hashed: the rounds of a
+follow see the same few schemas again and again. The decoding plan of a (hash, base schema) is
+built once and the same object returned after, so its Spark expressions are built once too
+(``replay.decode.expressions``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from cdc.events.json_text import loads
+from replay.decode.schema import TopicSchema
+from replay.spark import Column, DataFrame, F
+
+_HEAD = '{"schema":'
+_DELIMITER = ',"payload":'
+_SPACED = r'(?s)^\{\s*"schema"\s*:(.*?),\s*"payload"\s*:'
+# The same pattern for Python, with Java's \s (Python's also takes Unicode spaces).
+_SPACED_PY = re.compile(_SPACED.replace(r"\s", r"[ \t\n\x0b\f\r]"))
+_KNOWN_SIZE = 64
+_known_versions: OrderedDict[tuple[int, int, bool], tuple[TopicSchema, TopicSchema]] = OrderedDict()
+_known_hashes: OrderedDict[str, int] = OrderedDict()
+"""Schema texts an aggregation has hashed, with their hash."""
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One distinct value schema of a topic: its hash, the decoding plan, and where it is
+    first and last seen (``partition:offset``)."""
+
+    hash: int
+    schema: TopicSchema
+    first: str
+    last: str
+
+
+def remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    """Put ``key`` in a bounded cache of recent entries."""
+    cache[key] = value
+    while len(cache) > _KNOWN_SIZE:
+        cache.popitem(last=False)
+
+
+def schema_hash(value: Column) -> Column:
+    """The hash of a record's ``schema`` text; 0 for a value without one."""
+    text = value.cast("string")
+    compact = F.substring_index(text, _DELIMITER, 1)
+    spaced = F.regexp_extract(text, _SPACED, 1)
+    return (
+        F.when(text.startswith(_HEAD + "{"), F.xxhash64(compact))
+        .when(spaced != "", F.xxhash64(spaced))
+        .otherwise(F.lit(0).cast("long"))
+    )
+
+
+def _schema_text(value: bytes) -> str | None:
+    """What ``schema_hash`` hashes, in Python: None for a value without a schema. Raises
+    UnicodeDecodeError where Spark would hash bytes that are not UTF-8."""
+    text = value.decode()
+    if text.startswith(_HEAD + "{"):
+        return text.split(_DELIMITER, 1)[0]
+    spaced = _SPACED_PY.match(text)
+    return spaced.group(1) if spaced and spaced.group(1) else None
+
+
+def find_versions(
+    records: DataFrame, base: TopicSchema, *, numeric_decimals: bool = False,
+    rows: Sequence[Sequence[Any]] | None = None,
+) -> list[SchemaVersion]:  # fmt: skip
+    """The distinct value schemas of ``records`` (RAW_SCHEMA), oldest first (by the newest
+    timestamp at which each is seen); records without a schema are left out. ``rows``: the
+    same records on the driver, when it read them (scanned there if every schema is known)."""
+    found = None if rows is None else _scan_rows(rows)
+    if found is None:
+        hashed = records.where(F.col("value").isNotNull()).select(
+            schema_hash(F.col("value")).alias("h"),
+            F.struct("timestamp_ms", "partition", "offset").alias("at"),
+            F.col("value"),
+        )
+        aggregated = (
+            hashed.where(F.col("h") != 0)
+            .groupBy("h")
+            .agg(F.min("at").alias("first"), F.max("at").alias("last"), F.first("value").alias("v"))
+            .collect()
+        )
+        found = [(int(r["h"]), tuple(r["first"]), tuple(r["last"]), bytes(r["v"]))
+                 for r in aggregated]  # fmt: skip
+        for h, _, _, value in found:
+            text = _text_or_none(value)
+            if text is not None:
+                remember(_known_hashes, text, h)
+    versions: list[SchemaVersion] = []
+    for h, first, last, value in sorted(found, key=lambda f: f[2]):
+        where = (f"partition {at[1]} offset {at[2]}" for at in (first, last))
+        own = _version_schema(h, value, base, numeric_decimals)
+        versions.append(SchemaVersion(h, own, *where))
+    return versions
+
+
+def _text_or_none(value: bytes) -> str | None:
+    try:
+        return _schema_text(value)
+    except UnicodeDecodeError:
+        return None
+
+
+Seen = tuple[int, tuple[int, int, int], tuple[int, int, int], bytes]
+"""(hash, first and last (timestamp_ms, partition, offset), one value)."""
+
+
+def _scan_rows(rows: Sequence[Sequence[Any]]) -> list[Seen] | None:
+    """``find_versions`` of RAW_SCHEMA rows in Python; None when a schema text is not known."""
+    seen: dict[int, Seen] = {}
+    for _topic, partition, offset, _key, value, timestamp_ms in rows:
+        if value is None:
+            continue
+        try:
+            text = _schema_text(value)
+        except UnicodeDecodeError:
+            return None
+        if text is None:
+            continue
+        h = _known_hashes.get(text)
+        if h is None:
+            return None
+        at = (timestamp_ms, partition, offset)
+        old = seen.get(h)
+        seen[h] = (
+            (h, at, at, value) if old is None else (h, min(old[1], at), max(old[2], at), old[3])
+        )
+    return list(seen.values())
+
+
+def _version_schema(h: int, value: bytes, base: TopicSchema, numeric: bool) -> TopicSchema:
+    """The decoding plan of one version (the one built before for this hash and ``base``)."""
+    key = (h, id(base), numeric)
+    known = _known_versions.get(key)
+    if known is not None and known[0] is base:
+        return known[1]
+    envelope = loads(value.decode())["schema"]
+    found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric)
+    own = replace(found, key=base.key, connector=base.connector)
+    remember(_known_versions, key, (base, own))
+    return own
