@@ -3,7 +3,8 @@
 Local mode by default (``local[*]``), any master by argument or ``$REPLICATOR_SPARK_MASTER``. The
 Kafka source and Delta jars come from :mod:`cdc.runtime.jars` (resolved from Maven Central ahead of
 time), so starting Spark downloads nothing. Other modules take Spark's API from here:
-``from replay.spark import F, T, DataFrame, SparkSession``.
+``from replay.spark import F, T, DataFrame, SparkSession``; ``local_frame`` hands the driver's
+rows to Spark as Arrow (the only import of pyarrow; a frame goes back with ``toArrow``).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def local_frame(
     handed to the JVM as Arrow: unlike ``createDataFrame`` of a list, whose rows are unpickled by
     Python workers in every job that reads them (a worker start on a cold session), nothing of
     it runs in Python. Flat schemas of simple types."""
-    import pyarrow as pa  # type: ignore[import-untyped]  # with pyspark's own Arrow conversions: only where frames are handed over
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema.fields)
     table = pa.Table.from_arrays(
