@@ -26,6 +26,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -155,23 +157,28 @@ def _latencies(commits: list[tuple[dict[str, int], float]], seen: list[Observati
     return out
 
 
+@contextmanager
+def fresh_stream(kind: str, home: Path) -> Iterator[EventStream]:
+    """A stream on a fresh broker (``kafka``) or local log (``local``) under ``home``; closed,
+    and the broker stopped, after."""
+    broker = LocalKafkaBroker(home / "broker", heap="1g") if kind == "kafka" else None
+    try:
+        url = f"kafka://{broker.start()}" if broker is not None else f"local://{home}/log"
+        stream = open_stream(url)
+        try:
+            yield stream
+        finally:
+            stream.close()
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
 def _fresh_stream_measure(
     command: str, sink: str, rate: int, args: argparse.Namespace, work: Path
 ) -> dict[str, Any]:
-    home = Path(tempfile.mkdtemp(prefix="stream-", dir=work))
-    broker = None
-    if args.stream == "kafka":
-        broker = LocalKafkaBroker(home / "broker", heap="1g")
-        url = f"kafka://{broker.start()}"
-    else:
-        url = f"local://{home}/log"
-    stream = open_stream(url)
-    try:
+    with fresh_stream(args.stream, Path(tempfile.mkdtemp(prefix="stream-", dir=work))) as stream:
         return measure(stream, command, sink, rate, args, work)
-    finally:
-        stream.close()
-        if broker is not None:
-            broker.stop()
 
 
 def main() -> None:

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from bench.live_readers import _row
+from bench.replay.follow_latency import fresh_stream
 from bench.replay.profile_jobs import _jobs, _seconds
-from cdc.runtime.broker import LocalKafkaBroker
-from cdc.streams.registry import open_stream
+from cdc.streams.protocol import EventStream
 from projections.change_ops import RowChange
 from replay.reading.bounds import Bound, BoundKind
 from replay.sinks.registry import open_sink
@@ -43,58 +43,53 @@ def main() -> None:
     parser.add_argument("--cprofile", action="store_true", help="profile the driver from round 2")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-profile-rounds-"))
-    broker = None
     try:
-        if args.stream == "kafka":
-            broker = LocalKafkaBroker(work / "broker", heap="1g")
-            url = f"kafka://{broker.start()}"
-        else:
-            url = f"local://{work}/log"
-        stream = open_stream(url)
-        feeder = SalesTopic(stream, partitions=2)
-        feeder.write(RowChange("c", None, _row(i, 1)) for i in range(args.keys))
-        spark = spark_session(conf={"spark.ui.enabled": "true"})
-        ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
-        suffix = ".duckdb" if args.sink == "duckdb" else ""
-        sink = open_sink(f"{args.sink}://{work}/out{suffix}", spark)
-        engine = ReplayEngine(spark, stream, sink)
-        job = ReplayJob((feeder.topic,))
-        profiler = cProfile.Profile() if args.cprofile else None
-        for round_ in range(args.rounds + 1):
-            if round_:
-                for first in range(0, args.changes, 100):
-                    count = min(100, args.changes - first)
-                    feeder.write(
-                        RowChange("u", None, _row((round_ * args.changes + first + n) % args.keys,
-                                                  round_))
-                        for n in range(count)
-                    )  # fmt: skip
-            seen = {j["jobId"] for j in _jobs(ui, app)}
-            started = time.monotonic()
-            if round_ >= 2 and profiler is not None:
-                profiler.enable()
-            (result,) = engine.run(job)
-            if profiler is not None:
-                profiler.disable()
-            took = time.monotonic() - started
-            job = ReplayJob((feeder.topic,), start=Bound(BoundKind.LEDGER))
-            jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
-            in_jobs = sum(_seconds(j) for j in jobs)
-            print(f"round {round_}: {took:.2f} s ({result.mode}, span {result.span}), "
-                  f"{len(jobs)} Spark jobs {in_jobs:.2f} s, "
-                  f"outside them {took - in_jobs:.2f} s")  # fmt: skip
-            for j in jobs:
-                print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  tasks {j['numTasks']:>4}"
-                      f"  {j['name'][:100]}")  # fmt: skip
-        if profiler is not None:
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
-        sink.close()
-        spark.stop()
-        stream.close()
+        with fresh_stream(args.stream, work) as stream:
+            _profile(stream, args, work)
     finally:
-        if broker is not None:
-            broker.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
+    feeder = SalesTopic(stream, partitions=2)
+    feeder.write(RowChange("c", None, _row(i, 1)) for i in range(args.keys))
+    spark = spark_session(conf={"spark.ui.enabled": "true"})
+    ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
+    suffix = ".duckdb" if args.sink == "duckdb" else ""
+    sink = open_sink(f"{args.sink}://{work}/out{suffix}", spark)
+    engine = ReplayEngine(spark, stream, sink)
+    job = ReplayJob((feeder.topic,))
+    profiler = cProfile.Profile() if args.cprofile else None
+    for round_ in range(args.rounds + 1):
+        if round_:
+            for first in range(0, args.changes, 100):
+                count = min(100, args.changes - first)
+                feeder.write(
+                    RowChange("u", None, _row((round_ * args.changes + first + n) % args.keys,
+                                              round_))
+                    for n in range(count)
+                )  # fmt: skip
+        seen = {j["jobId"] for j in _jobs(ui, app)}
+        started = time.monotonic()
+        if round_ >= 2 and profiler is not None:
+            profiler.enable()
+        (result,) = engine.run(job)
+        if profiler is not None:
+            profiler.disable()
+        took = time.monotonic() - started
+        job = ReplayJob((feeder.topic,), start=Bound(BoundKind.LEDGER))
+        jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
+        in_jobs = sum(_seconds(j) for j in jobs)
+        print(f"round {round_}: {took:.2f} s ({result.mode}, span {result.span}), "
+              f"{len(jobs)} Spark jobs {in_jobs:.2f} s, "
+              f"outside them {took - in_jobs:.2f} s")  # fmt: skip
+        for j in jobs:
+            print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  tasks {j['numTasks']:>4}"
+                  f"  {j['name'][:100]}")  # fmt: skip
+    if profiler is not None:
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
+    sink.close()
+    spark.stop()
 
 
 if __name__ == "__main__":
