@@ -3,9 +3,10 @@
 Each record's ``schema`` text (JsonConverter writes it first, compact; other writers may add
 spaces) is hashed with Spark's ``xxhash64``; one aggregation lists the distinct hashes, where
 each is first and last seen, and one value of each, whose schema is compiled to a decoding plan.
-A small range the driver has read already (a ``--follow`` round) is scanned in Python instead,
-without a Spark job, when every schema text in it is one an earlier scan hashed: the rounds of a
-follow see the same few schemas again and again. The decoding plan of a (hash, base schema) is
+A small range the driver has read already (a ``--follow`` round, a small catch-up) is scanned in
+Python instead, without a Spark job: each distinct schema text hashed once with the same XXH64
+(``replay.decode.xxhash64``), and remembered, since the rounds of a follow see the same few
+schemas again and again. The decoding plan of a (hash, base schema) is
 built once and the same object returned after, so its Spark expressions are built once too
 (``replay.decode.expressions``).
 """
@@ -20,6 +21,7 @@ from typing import Any
 
 from cdc.events.json_text import loads
 from replay.decode.schema import TopicSchema
+from replay.decode.xxhash64 import xxhash64
 from replay.spark import Column, DataFrame, F
 
 _HEAD = '{"schema":'
@@ -30,7 +32,7 @@ _SPACED_PY = re.compile(_SPACED.replace(r"\s", r"[ \t\n\x0b\f\r]"))
 _KNOWN_SIZE = 64
 _known_versions: OrderedDict[tuple[int, int, bool], tuple[TopicSchema, TopicSchema]] = OrderedDict()
 _known_hashes: OrderedDict[str, int] = OrderedDict()
-"""Schema texts an aggregation has hashed, with their hash."""
+"""Schema texts hashed before, with their hash."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def find_versions(
 ) -> list[SchemaVersion]:  # fmt: skip
     """The distinct value schemas of ``records`` (RAW_SCHEMA), oldest first (by the newest
     timestamp at which each is seen); records without a schema are left out. ``rows``: the
-    same records on the driver, when it read them (scanned there if every schema is known)."""
+    same records on the driver, when it read them (then scanned there, see the module doc)."""
     found = None if rows is None else _scan_rows(rows)
     if found is None:
         hashed = records.where(F.col("value").isNotNull()).select(
@@ -95,10 +97,6 @@ def find_versions(
         )
         found = [(int(r["h"]), tuple(r["first"]), tuple(r["last"]), bytes(r["v"]))
                  for r in aggregated]  # fmt: skip
-        for h, _, _, value in found:
-            text = _text_or_none(value)
-            if text is not None:
-                remember(_known_hashes, text, h)
     versions: list[SchemaVersion] = []
     for h, first, last, value in sorted(found, key=lambda f: f[2]):
         where = (f"partition {at[1]} offset {at[2]}" for at in (first, last))
@@ -107,19 +105,13 @@ def find_versions(
     return versions
 
 
-def _text_or_none(value: bytes) -> str | None:
-    try:
-        return _schema_text(value)
-    except UnicodeDecodeError:
-        return None
-
-
 Seen = tuple[int, tuple[int, int, int], tuple[int, int, int], bytes]
 """(hash, first and last (timestamp_ms, partition, offset), one value)."""
 
 
 def _scan_rows(rows: Sequence[Sequence[Any]]) -> list[Seen] | None:
-    """``find_versions`` of RAW_SCHEMA rows in Python; None when a schema text is not known."""
+    """``find_versions`` of RAW_SCHEMA rows in Python; None when a value is not UTF-8 (Spark
+    hashes its raw bytes; the Spark scan handles those)."""
     seen: dict[int, Seen] = {}
     for _topic, partition, offset, _key, value, timestamp_ms in rows:
         if value is None:
@@ -132,7 +124,8 @@ def _scan_rows(rows: Sequence[Sequence[Any]]) -> list[Seen] | None:
             continue
         h = _known_hashes.get(text)
         if h is None:
-            return None
+            h = xxhash64(text.encode())
+            remember(_known_hashes, text, h)
         at = (timestamp_ms, partition, offset)
         old = seen.get(h)
         seen[h] = (

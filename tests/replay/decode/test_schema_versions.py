@@ -119,16 +119,11 @@ def test_the_driver_scan_of_a_small_range_finds_what_the_spark_scan_finds(spark:
     frame = raw_frame(spark, records)
     base = TopicSchema.from_record(pairs[-1][1], pairs[-1][0], topic=TOPIC)
     version_scan._known_hashes.clear()
-    assert version_scan._scan_rows(records) is None  # nothing hashed yet: Spark must scan
-    by_spark = version_scan.find_versions(frame, base, rows=records)
+    by_spark = version_scan.find_versions(frame, base)
     # V1, V2 and V2 written with spaces (hashed apart: what is hashed differs, the plan not)
-    assert len(by_spark) == 3 and len(version_scan._known_hashes) == 3
-    by_driver = version_scan._scan_rows(records)
-    assert by_driver is not None, "every schema text is known after Spark's scan"
-    again = version_scan.find_versions(frame, base, rows=records)
-    assert again == by_spark  # same hashes, places and the very same decoding plans
-    assert all(a.schema is b.schema for a, b in zip(again, by_spark, strict=True))
-    unknown = _record(V1[:2], 7, {"id": 7, "qty": 1})  # a schema no scan has hashed
-    assert version_scan._scan_rows([*records, *as_records(TOPIC, [unknown])]) is None
+    assert len(by_spark) == 3
+    by_driver = version_scan.find_versions(frame, base, rows=records)
+    assert by_driver == by_spark  # same hashes, places and the very same decoding plans
+    assert all(a.schema is b.schema for a, b in zip(by_driver, by_spark, strict=True))
     not_utf8 = (TOPIC, 0, 8, b"k", b'{"schema":{"\xff"},"payload":{}}', 8)
-    assert version_scan._scan_rows([*records, not_utf8]) is None
+    assert version_scan._scan_rows([*records, not_utf8]) is None  # left to Spark's scan
