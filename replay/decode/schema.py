@@ -27,7 +27,14 @@ CORRUPT = "__corrupt_record"
 """The ``from_json`` field that receives the text of a record that does not parse."""
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _FROM_RECORD: dict[tuple[Any, ...], TopicSchema] = {}
-_FROM_RECORD_SIZE = 64
+_CACHE_SIZE = 64
+
+
+def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    """Put ``key`` in a bounded cache of decoding plans (the oldest entries go past 64)."""
+    cache[key] = value
+    while len(cache) > _CACHE_SIZE:
+        del cache[next(iter(cache))]
 
 
 def _struct(*fields: tuple[str, T.DataType]) -> T.StructType:
@@ -168,9 +175,7 @@ class TopicSchema:
         if hit is None:
             found = cls.from_connect(envelope, key_struct, numeric_decimals=numeric, table=table)
             hit = replace(found, native=not flat, connector=known)
-            _FROM_RECORD[signature] = hit
-            while len(_FROM_RECORD) > _FROM_RECORD_SIZE:
-                del _FROM_RECORD[next(iter(_FROM_RECORD))]
+            remember(_FROM_RECORD, signature, hit)
         return hit
 
     @property

@@ -26,8 +26,8 @@ from typing import Any
 
 from cdc.errors import UserError
 from replay.decode.connect_types import UnsupportedSchema
-from replay.decode.schema import ColumnSpec, TopicSchema
-from replay.decode.version_scan import SchemaVersion, find_versions, remember, schema_hash
+from replay.decode.schema import ColumnSpec, TopicSchema, remember
+from replay.decode.version_scan import SchemaVersion, find_versions, schema_hash
 from replay.spark import Column, DataFrame, F, SparkSession, T
 
 

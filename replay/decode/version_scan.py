@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc.events.json_text import loads
-from replay.decode.schema import TopicSchema
+from replay.decode.schema import TopicSchema, remember
 from replay.decode.xxhash64 import xxhash64
 from replay.spark import Column, DataFrame, F
 
@@ -29,7 +29,6 @@ _DELIMITER = ',"payload":'
 _SPACED = r'(?s)^\{\s*"schema"\s*:(.*?),\s*"payload"\s*:'
 # The same pattern for Python, with Java's \s (Python's also takes Unicode spaces).
 _SPACED_PY = re.compile(_SPACED.replace(r"\s", r"[ \t\n\x0b\f\r]"))
-_KNOWN_SIZE = 64
 _known_versions: OrderedDict[tuple[int, int, bool], tuple[TopicSchema, TopicSchema]] = OrderedDict()
 _known_hashes: OrderedDict[str, int] = OrderedDict()
 """Schema texts hashed before, with their hash."""
@@ -44,13 +43,6 @@ class SchemaVersion:
     schema: TopicSchema
     first: str
     last: str
-
-
-def remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
-    """Put ``key`` in a bounded cache of recent entries."""
-    cache[key] = value
-    while len(cache) > _KNOWN_SIZE:
-        cache.popitem(last=False)
 
 
 def schema_hash(value: Column) -> Column:
