@@ -85,7 +85,7 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
               f"outside them {took - in_jobs:.2f} s")  # fmt: skip
         for j in jobs:
             print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  tasks {j['numTasks']:>4}"
-                  f"  {j['name'][:100]}")  # fmt: skip
+                  f"  {(j.get('description') or j['name'])[:100]}")  # fmt: skip
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
     sink.close()

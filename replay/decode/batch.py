@@ -46,9 +46,10 @@ from replay.decode.compaction import (
 )
 from replay.decode.cut import cut_at
 from replay.decode.schema import TopicSchema
+from replay.expression_cache import ExpressionCache
 from replay.reading.bounds import Bound
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
-from replay.spark import DataFrame, F, local_frame
+from replay.spark import Column, DataFrame, F, local_frame
 
 
 @dataclass(frozen=True)
@@ -65,17 +66,34 @@ class BatchChanges:
         return self.changes.select(*(c.name for c in schema.columns), OP, POS, TRUNCATED)
 
 
+@dataclass(frozen=True)
+class _NewestPlan:
+    """The expressions of ``newest_filled`` for one schema and decoded-frame layout."""
+
+    keys: list[Column]
+    aggregates: list[Column]
+    selected: list[Column]
+
+
+_newest_plans: ExpressionCache[_NewestPlan] = ExpressionCache()
+
+
 def newest_filled(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
     """Per primary key the change with the highest ``__pos``, unavailable columns filled from
     the key's older changes (see the module doc)."""
+    columns = tuple(decoded.columns)
+    plan = _newest_plans.get(schema, columns, lambda: _newest_plan(columns, schema))
+    return decoded.groupBy(*plan.keys).agg(*plan.aggregates).select(*plan.selected)
+
+
+def _newest_plan(decoded: tuple[str, ...], schema: TopicSchema) -> _NewestPlan:
     keys = [F.col(name) for name in schema.primary_key] or [F.col(KEY)]
     fillable = [c.name for c in schema.columns if c.codec.may_be_unavailable]
-    aggregates = [F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")]
+    aggregates = [F.max_by(F.struct(*decoded), F.col(POS)).alias("newest")]
     for index, name in enumerate(fillable):
         available = (F.col(OP) == OP_UPSERT) & ~F.array_contains(UNAVAILABLE, name)
         at = F.when(available, F.col(POS))
         aggregates += [F.max_by(name, at).alias(f"__fill{index}"), F.max(at).alias(f"__at{index}")]
-    grouped = decoded.groupBy(*keys).agg(*aggregates)
     missing = F.col(f"newest.{UNAVAILABLE}")
     filled = {
         name: F.when(
@@ -86,12 +104,10 @@ def newest_filled(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
     resolved = F.array_compact(
         F.array(*(F.when(F.col(f"__at{i}").isNotNull(), F.lit(n)) for i, n in enumerate(fillable)))
     )
-    columns = [filled.get(n, F.col(f"newest.{n}")).alias(n) for n in decoded.columns]
+    selected = [filled.get(n, F.col(f"newest.{n}")).alias(n) for n in decoded]
     if fillable:
-        columns[decoded.columns.index(UNAVAILABLE)] = F.array_except(missing, resolved).alias(
-            UNAVAILABLE
-        )
-    return grouped.select(*columns)
+        selected[decoded.index(UNAVAILABLE)] = F.array_except(missing, resolved).alias(UNAVAILABLE)
+    return _NewestPlan(keys, aggregates, selected)
 
 
 def batch_changes(

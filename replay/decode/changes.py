@@ -45,6 +45,7 @@ from replay.decode.expressions import (
 )
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import aligned, schema_hash
+from replay.expression_cache import ExpressionCache
 from replay.sinks.protocol import OP, POS
 from replay.spark import Column, DataFrame, F, T
 
@@ -139,13 +140,21 @@ def _explainer(table: TableSpec | None) -> Callable[..., Column]:
     return udf
 
 
+_bad_columns: ExpressionCache[list[Column]] = ExpressionCache()
+
+
 def explain_bad(rejected: DataFrame, table: TableSpec | None) -> DataFrame:
-    """``BAD_COLUMNS`` of rejected decoded rows; the parser's own message where it has one."""
+    """``BAD_COLUMNS`` of rejected decoded rows; the parser's own message where it has one
+    (a Python UDF: a check that selects only the origins leaves it out of its plan)."""
+    return rejected.select(*_bad_columns.get(table, None, lambda: _explained_columns(table)))
+
+
+def _explained_columns(table: TableSpec | None) -> list[Column]:
     explain = _explainer(table)
     parser_reason = explain(F.col(VALUE), F.col(KEY), F.col(TOPIC), F.col(PARTITION), F.col(OFFSET))
     corrupt = F.col(ERROR).startswith("not a valid record")
     reason = F.when(corrupt, parser_reason)
-    return rejected.select(
+    return [
         F.col(TOPIC).alias("topic"),
         F.col(PARTITION).alias("partition"),
         F.col(OFFSET).alias("offset"),
@@ -154,4 +163,4 @@ def explain_bad(rejected: DataFrame, table: TableSpec | None) -> DataFrame:
         F.when(reason.startswith("the Python parser"), F.concat_ws(": ", F.col(ERROR), reason))
         .otherwise(F.coalesce(reason, F.col(ERROR)))
         .alias("reason"),
-    )
+    ]

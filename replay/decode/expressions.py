@@ -9,15 +9,14 @@ row image lacks a key column), ``converted`` (``columns``, and ``__pos``) and ``
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from replay.decode.columns import converted_columns, row_columns
 from replay.decode.position import event_position
 from replay.decode.schema import CORRUPT, TopicSchema
+from replay.expression_cache import ExpressionCache
 from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
-from replay.spark import Column, F, SparkSession
+from replay.spark import Column, F
 
 UNAVAILABLE = "__unavailable"
 TXN, SOURCE = "__txn", "__source"
@@ -136,23 +135,9 @@ def _stages(schema: TopicSchema) -> Stages:
     return Stages(parsed, keep, envelope, converted, decoded)
 
 
-_cache: OrderedDict[int, tuple[TopicSchema, SparkSession, Stages]] = OrderedDict()
-_lock = threading.Lock()
+_cache: ExpressionCache[Stages] = ExpressionCache(_CACHE_SIZE)
 
 
 def decode_stages(schema: TopicSchema) -> Stages:
     """The stage expressions of ``schema`` for the active Spark session (built once)."""
-    session = SparkSession.getActiveSession()
-    if session is None:
-        return _stages(schema)
-    with _lock:
-        hit = _cache.get(id(schema))
-        if hit is not None and hit[0] is schema and hit[1] is session:
-            _cache.move_to_end(id(schema))
-            return hit[2]
-    stages = _stages(schema)
-    with _lock:
-        _cache[id(schema)] = (schema, session, stages)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return stages
+    return _cache.get(schema, None, lambda: _stages(schema))

@@ -86,12 +86,17 @@ def read_ranges(stream: EventStream, ranges: Sequence[PartitionRange]) -> Iterat
         reader.close()
 
 
+def read_by_driver(plan: ReplayPlan) -> bool:
+    """Whether ``read_records`` hands the plan's records over from the driver (a local frame:
+    reading it again costs no stream read, so a caller need not cache what it decodes)."""
+    return sum(r.span for r in plan.ranges if r.span > 0) <= driver_read_offsets()
+
+
 def driver_rows(stream_url: str, plan: ReplayPlan) -> list[tuple[Any, ...]] | None:
     """The RAW_SCHEMA rows of a plan the driver reads (``driver_read_offsets``), else None."""
-    ranges = [r for r in plan.ranges if r.span > 0]
-    if sum(r.span for r in ranges) > driver_read_offsets():
+    if not read_by_driver(plan):
         return None
-    return _driver_rows(stream_url, ranges)
+    return _driver_rows(stream_url, [r for r in plan.ranges if r.span > 0])
 
 
 def _driver_rows(stream_url: str, ranges: list[PartitionRange]) -> list[tuple[Any, ...]]:

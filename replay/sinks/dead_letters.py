@@ -13,11 +13,18 @@ from typing import Literal
 
 from cdc.errors import ChangeEventError
 from cdc.streams.protocol import TopicPartition
-from replay.sinks.protocol import OP, OP_UPSERT, POS, TRUNCATED, Sink, TableSpec
+from replay.sinks.protocol import (
+    DEAD_LETTER_TABLE,
+    OP,
+    OP_UPSERT,
+    POS,
+    TRUNCATED,
+    Sink,
+    TableSpec,
+)
 from replay.spark import DataFrame, F
 
 DeadLetterPolicy = Literal["fail", "dead-letter"]
-DEAD_LETTER_TABLE = "_replicator_dead_letters"
 _SPEC = TableSpec(DEAD_LETTER_TABLE, ("topic", "partition", "offset"))
 
 
@@ -30,11 +37,15 @@ def handle_bad_records(
 ) -> int:
     """Apply ``policy`` to ``bad`` (``topic, partition, offset, key, value, reason``); returns
     how many records were dead-lettered. Raises ``ChangeEventError`` under ``fail``."""
-    first = bad.orderBy("topic", "partition", "offset").limit(1).collect()
+    # Origins only: the reason may need a Python UDF (a Python worker per task), which column
+    # pruning then leaves out of this check; it runs only once a bad record is there.
+    origins = bad.select("topic", "partition", "offset")
+    first = origins.orderBy("topic", "partition", "offset").limit(1).collect()
     if not first:
         return 0
     if policy == "fail":
-        row = first[0]
+        tp = (F.col("topic") == first[0]["topic"]) & (F.col("partition") == first[0]["partition"])
+        row = bad.where(tp & (F.col("offset") == first[0]["offset"])).first() or first[0]
         raise ChangeEventError(
             f"bad change event for table {table}: {row['reason']} "
             "(use --on-error dead-letter to set such records aside and go on)",

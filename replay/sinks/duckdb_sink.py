@@ -27,7 +27,7 @@ from typing import Any
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import duckdb_files
 from replay.sinks.duckdb_store import DuckDBStore, quote
-from replay.sinks.duckdb_types import column_definitions, restored_column, staged_column
+from replay.sinks.duckdb_types import column_definitions, restored_column, staged_columns
 from replay.sinks.ledger import VersionUnavailableError, plan_positions
 from replay.sinks.merge_rules import change_columns, row_columns
 from replay.sinks.protocol import META_COLUMNS, POS, LedgerEntry, Positions, TableSpec
@@ -183,7 +183,7 @@ class DuckDBSink:
     ) -> Iterator[Staged]:
         """Run ``df``'s job and stage ``fields`` of it, as Arrow when ``rows_at_most`` is within
         ``ARROW_ROWS``, else as Parquet files (see the module doc)."""
-        columns = df.select(*(staged_column(f) for f in fields))
+        columns = df.select(*staged_columns(fields))
         if rows_at_most is not None and rows_at_most <= ARROW_ROWS:
             table = columns.toArrow()
             name = f"__replicator_arrow_{next(_arrow_names)}"

@@ -18,7 +18,16 @@ from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
 from replay.sinks.duckdb_files import table_exists
 from replay.sinks.ledger import UncastableValuesError, now_ms, plan_positions
-from replay.sinks.protocol import OP, OP_DELETE, POS, TRUNCATED, LedgerEntry, Positions, TableSpec
+from replay.sinks.protocol import (
+    DEAD_LETTER_TABLE,
+    OP,
+    OP_DELETE,
+    POS,
+    TRUNCATED,
+    LedgerEntry,
+    Positions,
+    TableSpec,
+)
 
 LEDGER = "_replicator_ledger"
 CATALOG = "_replicator_tables"
@@ -160,7 +169,7 @@ class DuckDBStore:
     def _plan(
         self, table: str, mode: str, positions: Positions
     ) -> dict[TopicPartition, int] | None:
-        if table.startswith("_replicator_"):
+        if table.startswith("_replicator_") and table != DEAD_LETTER_TABLE:
             raise ValueError(f"table name {table!r} is reserved for the sink's own tables")
         entries = self.history(table)
         return plan_positions(table, mode, entries[-1].positions if entries else None, positions)

@@ -9,6 +9,9 @@ TIMESTAMP_NTZ travels as Parquet's own zone-less microsecond timestamp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from replay.expression_cache import ExpressionCache
 from replay.sinks.duckdb_store import quote
 from replay.spark import Column, F, T
 
@@ -45,6 +48,16 @@ def duckdb_type(data_type: T.DataType) -> str:
         fields = ", ".join(f"{quote(f.name)} {duckdb_type(f.dataType)}" for f in data_type.fields)
         return f"STRUCT({fields})"
     raise TypeError(f"no DuckDB type for Spark type {data_type.simpleString()}")
+
+
+_STAGING = object()  # the owner of the staged columns in the expression cache
+_staged: ExpressionCache[list[Column]] = ExpressionCache()
+
+
+def staged_columns(fields: Sequence[T.StructField]) -> list[Column]:
+    """The Spark expressions handing ``fields`` over to DuckDB (built once per field list)."""
+    key = tuple(fields)
+    return _staged.get(_STAGING, key, lambda: [staged_column(f) for f in key])
 
 
 def staged_column(field: T.StructField) -> Column:

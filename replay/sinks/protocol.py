@@ -32,6 +32,8 @@ from cdc.streams.protocol import TopicPartition
 OP = "__op"
 OP_UPSERT, OP_DELETE, OP_TRUNCATE = "u", "d", "t"
 POS = "__pos"
+DEAD_LETTER_TABLE = "_replicator_dead_letters"
+"""The sink table of the records ``--on-error dead-letter`` set aside (``dead_letters``)."""
 TRUNCATED = "__truncated"
 META_COLUMNS = (OP, POS, TRUNCATED)
 

@@ -28,7 +28,7 @@ from replay.decode.schema_versions import column_defaults, schema_in_range
 from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay, resolve_topics
-from replay.reading.sources import driver_rows, read_ranges, read_records
+from replay.reading.sources import driver_rows, read_by_driver, read_ranges, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import DeadLetterPolicy, handle_bad_records
 from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
@@ -262,7 +262,11 @@ class ReplayEngine:
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
         decoded = decode_native(records, schema)
-        decoded.all.persist()  # read and decoded once: for the bad records, then the write
+        # Read and decoded once for the bad records and the write; a batch the driver read is
+        # decoded twice instead: planning the cache costs more than decoding it again.
+        cached = not read_by_driver(batch)
+        if cached:
+            decoded.all.persist()
         try:
             changes = batch_changes(
                 records, schema, cut=cut, straddling=self._straddling, decoded=decoded,
@@ -275,7 +279,8 @@ class ReplayEngine:
             frame: DataFrame = changes.sink_changes(schema)
             return self.sink.merge(spec, frame, positions, rows_at_most=batch.span)
         finally:
-            decoded.all.unpersist()
+            if cached:
+                decoded.all.unpersist()
 
 
 def _batches(
