@@ -44,8 +44,8 @@ def handle_bad_records(
     if not first:
         return 0
     if policy == "fail":
-        tp = (F.col("topic") == first[0]["topic"]) & (F.col("partition") == first[0]["partition"])
-        row = bad.where(tp & (F.col("offset") == first[0]["offset"])).first() or first[0]
+        row = bad.orderBy("topic", "partition", "offset").first()  # now with its reason
+        assert row is not None
         raise ChangeEventError(
             f"bad change event for table {table}: {row['reason']} "
             "(use --on-error dead-letter to set such records aside and go on)",
