@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,16 @@ def _follower(command: str, stream_url: str, sink_url: str, topic: str, work: Pa
     return subprocess.Popen(
         [sys.executable, "-m", "replay.cli.main", *args, "--follow", "--stream", stream_url,
          "--sink", sink_url],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-        stderr=(work / f"{command}.err").open("w"),
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"}, stdout=subprocess.PIPE,
+        stderr=(work / f"{command}.err").open("w"), text=True,
     )  # fmt: skip
+
+
+def _round_ends(follower: Any, ends: list[float]) -> None:
+    """The time of each round's result line (one line per round: one topic or one projection)."""
+    for line in follower.stdout:
+        if "offset span" in line:
+            ends.append(time.time())
 
 
 def _observe_delta(root: Path, seen: list[Observation], stop: threading.Event) -> None:
@@ -99,6 +107,8 @@ def measure(
     target = run_dir / ("live.duckdb" if sink == "duckdb" else "delta")
     follower = _follower(command, stream.url, f"{sink}://{target}", feeder.topic, run_dir)
     seen: list[Observation] = []
+    round_ends: list[float] = []
+    threading.Thread(target=_round_ends, args=(follower, round_ends), daemon=True).start()
     stop = threading.Event()
     table = "tickets_by_title" if command == "project" else feeder.topic.rsplit(".", 1)[-1]
     observer = threading.Thread(
@@ -135,12 +145,16 @@ def measure(
             follower.kill()
         observer.join(timeout=30)
     latencies = _latencies(commits, sorted(seen, key=lambda s: s[0]))
+    fed_from = commits[0][1] if commits else 0.0
+    rounds = [b - a for a, b in pairwise(round_ends) if a >= fed_from]
     return {
         "command": command, "sink": sink, "rate_events_s": rate,
         "fed_events_s": round(step * per_txn / fed_s), "transactions": len(commits),
         "observations": len(seen), "measured": len(latencies),
         "p50_s": round(_pct(latencies, 0.5), 3), "p99_s": round(_pct(latencies, 0.99), 3),
         "max_s": round(max(latencies, default=float("nan")), 3),
+        "rounds": len(rounds), "round_p50_s": round(_pct(rounds, 0.5), 3),
+        "round_p99_s": round(_pct(rounds, 0.99), 3),
     }  # fmt: skip
 
 
@@ -198,11 +212,13 @@ def main() -> None:
             for rate in args.rates:
                 results.append(_fresh_stream_measure(command, sink, rate, args, work))
                 print(json.dumps(results[-1]), flush=True)
-    print("\n| command | sink | rate (fed) events/s | transactions | p50 s | p99 s | max s |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("\n| command | sink | rate (fed) events/s | transactions | p50 s | p99 s | max s "
+          "| rounds: p50 s | p99 s |")  # fmt: skip
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(f"| {r['command']} | {r['sink']} | {r['rate_events_s']:,} ({r['fed_events_s']:,}) "
-              f"| {r['transactions']} | {r['p50_s']} | {r['p99_s']} | {r['max_s']} |")  # fmt: skip
+              f"| {r['transactions']} | {r['p50_s']} | {r['p99_s']} | {r['max_s']} "
+              f"| {r['round_p50_s']} | {r['round_p99_s']} |")  # fmt: skip
     out = ROOT / "bench" / "results" / f"follow-latency-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"stream": args.stream, "results": results, "machine": machine()}))

@@ -43,8 +43,8 @@ from replay.sinks.dead_letters import handle_bad_records
 from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, Sink
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import SparkSession
-from replay.tables.batches import find_truncates, source_reach, truncates_in
-from replay.tables.engine import ReplayEngine, ReplayError, _batches
+from replay.tables.batches import cut_batches, find_truncates, source_reach, truncates_in
+from replay.tables.engine import ReplayEngine, ReplayError
 
 _UNKEYED = (None, b"null", b'{"schema":null,"payload":null}')
 Definition = SqlProjection | ScdSpec | PythonProjection
@@ -142,12 +142,12 @@ class ProjectionEngine:
         schema = self.schema(job.topic, job.declared)
         if not schema.primary_key:
             raise ReplayError(f"topic {job.topic} has no primary key to mirror its table by")
-        batches = _batches(plan, job.batch_offsets)
+        batches = cut_batches(plan, job.batch_offsets)
         truncates: list[Truncate] | None = None  # one batch finds its own (_sql_batch)
         if len(batches) > 1:  # never split a truncate across partitions (replay.tables.batches)
             truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
-            batches = _batches(plan, job.batch_offsets, truncates, reach)
+            batches = cut_batches(plan, job.batch_offsets, truncates, reach)
         for batch in batches:
             if isinstance(job.definition, SqlProjection):
                 known = None if truncates is None else truncates_in(truncates, batch)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cdc.streams.protocol import EventStream, TopicPartition
+from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan
@@ -93,3 +93,42 @@ def test_read_ranges_reads_each_range_through_one_reader(
     ]
     assert sorted(got, key=lambda x: (x[0], x[1])) == want
     assert [o for p, o, _, _ in got if p == 0] == sorted(o for p, o, _, _ in got if p == 0)
+
+
+class _QuietReader:
+    """A reader of one partition whose records end before a commit marker (offset 3) and
+    whose first poll also reached the partition's end: nothing more will come."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
+        self.polls += 1
+        if self.polls > 1:  # a real reader would wait timeout_s here
+            return []
+        return [StreamRecord("t", 0, o, b"k", b"v", 0) for o in range(3)]
+
+    def position(self, topic: str, partition: int) -> int:
+        return 4 if self.polls else 0  # past the marker once the end was reached
+
+    def close(self) -> None:
+        pass
+
+
+class _QuietStream:
+    def __init__(self) -> None:
+        self.opened = _QuietReader()
+
+    def reader(self, positions: Any) -> _QuietReader:
+        return self.opened
+
+
+def test_a_range_ending_in_a_marker_is_done_without_waiting_for_another_poll() -> None:
+    """The end of a range without a record at its last offset is seen from the position after
+    the poll that reached it, not from a later poll that finds nothing (a poll's timeout on a
+    quiet stream: a second a follow round would wait)."""
+    quiet = _QuietStream()
+    ranges = [PartitionRange(TopicPartition("t", 0), 0, 4, 0, 4)]
+    got = [r.offset for r in read_ranges(quiet, ranges)]  # type: ignore[arg-type]
+    assert got == [0, 1, 2]
+    assert quiet.opened.polls == 1

@@ -45,7 +45,13 @@ def as_totals(rows: list[Any]) -> dict[str, tuple[int, Decimal]]:
     return {r["customer_id"]: (r["payments"], r["total_amount"]) for r in rows}
 
 
-def test_replay_into_duckdb_and_delta(log: LocalLog, spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("cached_from", [5_000, 0], ids=["decoded-twice", "decoded-once"])
+def test_replay_into_duckdb_and_delta(
+    log: LocalLog, spark: Any, tmp_path: Path, cached_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches the driver read are decoded for the bad-record check and again for the write, or
+    (from ``CACHED_DECODE_OFFSETS`` offsets) once and cached: the tables are the same."""
+    monkeypatch.setattr("replay.tables.engine.CACHED_DECODE_OFFSETS", cached_from)
     first = payments(600, seed=11)
     process(log, first)
     duck = open_sink(f"duckdb://{tmp_path}/mirror.duckdb", spark)
