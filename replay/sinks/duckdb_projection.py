@@ -159,9 +159,8 @@ class DuckDBProjectionStore:
         return self._plan(table, positions) is None
 
     def _plan(self, table: str, positions: Positions) -> dict[TopicPartition, int] | None:
-        entries = self.sink.history(table)
-        stored = entries[-1].positions if entries else None
-        return plan_positions(table, "merge", stored, positions)
+        latest = self.sink.latest(table)
+        return plan_positions(table, "merge", latest.positions if latest else None, positions)
 
     def _record(self, table: str, positions: dict[TopicPartition, int]) -> LedgerEntry:
         row = self.conn.execute(

@@ -90,8 +90,13 @@ class DuckDBSink:
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the table reflects (empty if it does not exist)."""
-        entries = self.history(table)
-        return dict(entries[-1].positions) if entries else {}
+        latest = self.latest(table)
+        return dict(latest.positions) if latest else {}
+
+    def latest(self, table: str) -> LedgerEntry | None:
+        """The table's newest checkpoint, None if it has none."""
+        with self.session(write=False) as store:
+            return store.latest(table) if store else None
 
     def history(self, table: str) -> list[LedgerEntry]:
         """The table's checkpoints, oldest first (version = checkpoint number)."""
@@ -144,12 +149,12 @@ class DuckDBSink:
             return self._read(store, table, version)
 
     def _read(self, store: DuckDBStore, table: str, version: int | None) -> DataFrame:
-        schema_json, entries = store.spark_schema(table), store.history(table)
-        if schema_json is None or not entries:
+        schema_json, latest = store.spark_schema(table), store.latest(table)
+        if schema_json is None or latest is None:
             raise VersionUnavailableError(f"no table {table} in {self.url}")
-        if version is not None and version != entries[-1].version:
+        if version is not None and version != latest.version:
             raise VersionUnavailableError(
-                f"DuckDB keeps only the current version ({entries[-1].version}) of table {table};"
+                f"DuckDB keeps only the current version ({latest.version}) of table {table};"
                 f" version {version} is not available"
             )
         schema = T.StructType.fromJson(json.loads(schema_json))
@@ -169,9 +174,8 @@ class DuckDBSink:
 
     def _covered(self, table: str, mode: str, positions: Positions) -> bool:
         """Pre-check outside the transaction, so a retried batch is not even staged."""
-        entries = self.history(table)
-        stored = entries[-1].positions if entries else None
-        return plan_positions(table, mode, stored, positions) is None
+        latest = self.latest(table)
+        return plan_positions(table, mode, latest.positions if latest else None, positions) is None
 
     @staticmethod
     def _restore(fields: Sequence[T.StructField]) -> str:

@@ -79,11 +79,25 @@ class DuckDBStore:
 
     def history(self, table: str) -> list[LedgerEntry]:
         """The table's checkpoints, oldest first."""
+        return self._entries(table, latest_only=False)
+
+    def latest(self, table: str) -> LedgerEntry | None:
+        """The table's newest checkpoint (a follow round reads it several times: not the whole
+        history, which grows by one entry per round)."""
+        found = self._entries(table, latest_only=True)
+        return found[-1] if found else None
+
+    def _entries(self, table: str, *, latest_only: bool) -> list[LedgerEntry]:
         if not self.ready:
             return []
+        newest = (
+            f" AND version = (SELECT max(version) FROM {LEDGER} WHERE table_name = $1)"
+            if latest_only
+            else ""
+        )
         rows = self.conn.execute(
             f'SELECT version, topic, "partition", next_offset, committed_at_ms, mode FROM {LEDGER}'
-            ' WHERE table_name = ? ORDER BY version, topic, "partition"',
+            f' WHERE table_name = $1{newest} ORDER BY version, topic, "partition"',
             [table],
         ).fetchall()
         entries: dict[int, LedgerEntry] = {}
@@ -171,8 +185,8 @@ class DuckDBStore:
     ) -> dict[TopicPartition, int] | None:
         if table.startswith("_replicator_") and table != DEAD_LETTER_TABLE:
             raise ValueError(f"table name {table!r} is reserved for the sink's own tables")
-        entries = self.history(table)
-        return plan_positions(table, mode, entries[-1].positions if entries else None, positions)
+        latest = self.latest(table)
+        return plan_positions(table, mode, latest.positions if latest else None, positions)
 
     def _evolve(self, spec: TableSpec, columns: Columns, schema: str) -> None:
         """The table (and its tombstones) rewritten to ``columns`` when the batch's schema

@@ -171,3 +171,20 @@ def test_a_failed_merge_rolls_back_and_leaves_no_staged_files(
     assert sink.positions(SPEC.name) == {P0: 1} and len(sink.history(SPEC.name)) == 1
     assert snapshot(sink) == [row(1, "a")]
     assert [p.name for p in sink.path.parent.iterdir() if "-stage-" in p.name] == []
+
+
+def test_latest_is_the_newest_entry_of_its_own_table(
+    make_sink: SinkFactory, changes: Factory
+) -> None:
+    """``latest`` (what a round reads several times instead of the whole history) is the last
+    entry of ``history``, table by table, in a file holding two tables."""
+    sink = _duckdb(make_sink)
+    other = TableSpec("other_accounts", ("id",))
+    assert sink.latest(SPEC.name) is None
+    for i, spec in enumerate([SPEC, other, SPEC, SPEC, other]):
+        sink.merge(spec, changes(upsert(i, f"v{i}", i + 1)), {P0: i + 1, P1: i})
+    for name in (SPEC.name, other.name):
+        history = sink.history(name)
+        assert len(history) == (3 if name == SPEC.name else 2)
+        assert sink.latest(name) == history[-1]
+        assert sink.positions(name) == history[-1].positions
