@@ -84,12 +84,11 @@ def read_ranges(stream: EventStream, ranges: Sequence[PartitionRange]) -> Iterat
                 stop = stops[tp]
                 if record.offset < stop:
                     yield record
-                if record.offset >= stop - 1:
-                    left.discard(tp)
-            # A range may end in offsets without records (a transaction's commit marker,
-            # compaction): the reader's position is past them once it has reached them. Checked
-            # after every poll, not only empty ones: the partition's end may have come with the
-            # last records, and a quiet stream would then hold the next poll for its timeout.
+            # Done where the reader's position (its next offset) reached the stop: past the
+            # last record, or past offsets without records (a transaction's commit marker,
+            # compaction) once it has read them. Checked after every poll, not only empty ones:
+            # the partition's end may have come with the last records, and a quiet stream would
+            # then hold the next poll for its timeout.
             left -= {tp for tp in left if reader.position(tp.topic, tp.partition) >= stops[tp]}
     finally:
         reader.close()
