@@ -17,9 +17,12 @@ drops. The price is memory: a task holds the newest value of every key of its pa
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 from cdc.streams.protocol import StreamRecord
@@ -118,23 +121,37 @@ def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[t
     each: list[StreamRecord] = []
     special = frozenset(TRUNCATE_KEYS)
     check_at, seen = _FIRST_CHECK, 0
-    stream = open_stream(stream_url)
     try:
-        for record in stream.read(r.tp.topic, r.tp.partition, r.start, r.stop):
-            key = record.key
-            if key is None or key in special:
-                each.append(record)
-                continue
-            newest[key] = record
-            if record.value is not None:
-                live[key] = record
-            seen += 1
-            if seen >= check_at:  # amortised: the next check after as many records as keys
-                _check_budget(live, budget, r, seen)
-                check_at = seen + max(_FIRST_CHECK, len(live))
-        _check_budget(live, budget, r, seen)
+        with closing(open_stream(stream_url)) as stream:
+            for record in stream.read(r.tp.topic, r.tp.partition, r.start, r.stop):
+                key = record.key
+                if key is None or key in special:
+                    each.append(record)
+                    continue
+                newest[key] = record
+                if record.value is not None:
+                    live[key] = record
+                seen += 1
+                if seen >= check_at:  # amortised: the next check after as many records as keys
+                    _check_budget(live, budget, r, seen)
+                    check_at = seen + max(_FIRST_CHECK, len(live))
+            _check_budget(live, budget, r, seen)
+        yield from _compacted_rows(r, newest, live, each)
     finally:
-        stream.close()
+        # The worker process outlives the task (Python workers are reused) and would keep the
+        # freed values' heap for the rest of the replay, beside the JVM's peak.
+        newest.clear()
+        live.clear()
+        each.clear()
+        _return_free_heap()
+
+
+def _compacted_rows(
+    r: PartitionRange,
+    newest: dict[bytes, StreamRecord],
+    live: dict[bytes, StreamRecord],
+    each: list[StreamRecord],
+) -> Iterator[tuple[Any, ...]]:
     topic, partition = r.tp.topic, r.tp.partition
     for key, rec in newest.items():
         alive = live.get(key)
@@ -162,6 +179,16 @@ def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[t
             live_offset,
             rec.value,
         )
+
+
+def _return_free_heap() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim``; elsewhere nothing):
+    values of a few hundred bytes live in the brk heap, which ``free`` alone does not shrink."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _check_budget(
