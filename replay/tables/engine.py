@@ -94,6 +94,9 @@ class ReplayEngine:
     ) -> None:
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
         self._straddling: tuple[str, ...] = ()
+        # The ledgers ``plans`` read, per table, for this run's first topic of each table: a
+        # --follow round then opens the sink's ledger once before it writes, not twice.
+        self._ledgers: dict[str, dict[TopicPartition, int]] = {}
         self._schemas: dict[str, TopicSchema] = {}
         self.tail: TransactionTail | None = None
         """What the last ``run`` held back at the tail."""
@@ -103,7 +106,7 @@ class ReplayEngine:
         out = {}
         for topic in resolve_topics(self.stream, job.topics):
             table = job.into.get(topic, target_table(topic))
-            ledger = self.sink.positions(table)
+            ledger = self._ledgers[table] = self.sink.positions(table)
             start = job.start
             if start.kind is BoundKind.LEDGER and not ledger:
                 start = Bound(BoundKind.EARLIEST)
@@ -112,6 +115,7 @@ class ReplayEngine:
 
     def run(self, job: ReplayJob) -> list[TopicResult]:
         """Replay every topic of the job; returns what was done per topic."""
+        self._ledgers = {}
         plans = self.plans(job)
         for plan in plans.values():
             plan.check_gaps(job.allow_gaps)
@@ -166,7 +170,9 @@ class ReplayEngine:
         self._report(topic, started, plan, plan)
         schema = self._schema(topic, job.declared.get(topic))
         spec = TableSpec(table, schema.primary_key, defaults=column_defaults(self.spark, schema))
-        ledger = self.sink.positions(table)
+        # Read again for a table an earlier topic of the run may have written.
+        known = self._ledgers.pop(table, None)
+        ledger = known if known is not None else self.sink.positions(table)
         from_start = all(r.start <= r.log_start for r in plan.ranges)
         if not ledger and from_start:
             result.mode = "rebuild"

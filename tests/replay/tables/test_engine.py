@@ -95,6 +95,34 @@ def test_replay_into_duckdb_and_delta(
     delta.close()
 
 
+def test_a_catch_up_reads_the_ledger_once_before_it_writes(
+    log: LocalLog, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan's ledger read serves the topic's run too (a --follow round opens the sink's
+    file once fewer); what the round applies is the same."""
+    first, second = payments(200, seed=15), payments(100, seed=16)
+    process(log, first)
+    sink = open_sink(f"duckdb://{tmp_path}/once.duckdb", spark)
+    engine = ReplayEngine(spark, log, sink)
+    engine.run(ReplayJob((TOPIC,)))
+    process(log, second)
+    reads: list[str] = []
+    positions = sink.positions
+
+    def counted(table: str) -> Any:
+        reads.append(table)
+        return positions(table)
+
+    monkeypatch.setattr(sink, "positions", counted)
+    (result,) = engine.run(ReplayJob((TOPIC,), start=Bound(BoundKind.LEDGER)))
+    assert result.mode == "catch-up" and result.entries
+    assert reads == ["payments_per_customer"]
+    assert as_totals(sink.read("payments_per_customer").collect()) == expected_totals(
+        first + second
+    )
+    sink.close()
+
+
 def test_point_in_time_copy_leaves_the_live_table_alone(
     log: LocalLog, spark: Any, tmp_path: Path
 ) -> None:
