@@ -4,7 +4,9 @@ A key's state lives in the task of the input partition its input records go to, 
 by the input key (``input_key``, the bytes the input topic is keyed by) goes to one task;
 without it, every task of this member is asked. Queries read committed state (what the
 changelog holds), in the member's thread: between ``run`` calls or from its callbacks.
-Asking another member is up to the caller: ``owner_partition`` says which task to find.
+``owner`` says which member has a key's task now (from the consumer group on Kafka, the task
+locks on the local log), from any process; asking that member is up to the caller (Kafka
+Streams leaves the same step to its users).
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from cdc.processor.group import GroupProcessor
 from cdc.state import StateTable, StateTables
 from cdc.state.changes import Row
 from cdc.streams.partitioner import partition_for
-from cdc.streams.protocol import TopicPartition
+from cdc.streams.protocol import EventStream, TopicPartition
+
+
+def owner_of(stream: EventStream, processor_id: str, input_topic: str, task: int) -> str | None:
+    """The member of processor ``processor_id`` (its consumer group) that has ``task`` now,
+    None while nobody has it; for callers that are not members themselves."""
+    return stream.task_owners(processor_id, input_topic).get(task)
 
 
 class TaskNotHere(KeyError):
@@ -45,6 +53,13 @@ class MemberQueries:
         """The task an input record keyed ``input_key`` goes to (Kafka's default partitioner)."""
         return partition_for(input_key, self.member.partitions)
 
+    def owner(self, input_key: bytes) -> str | None:
+        """The member that has ``input_key``'s task now, None while its task is being handed
+        over. A snapshot: ask again if that member answers ``TaskNotHere``."""
+        partition = self.owner_partition(input_key)
+        return owner_of(self.member.stream, self.member.config.processor_id,
+                        self.member.config.inputs[0], partition)  # fmt: skip
+
     def get(
         self, table: StateTable | str, key: object, *, input_key: bytes | None = None
     ) -> Row | None:
@@ -54,9 +69,11 @@ class MemberQueries:
         if input_key is not None:
             partition = self.owner_partition(input_key)
             if partition not in tasks:
+                found = self.owner(input_key)
                 raise TaskNotHere(
                     f"task {partition} of {self.member.config.processor_id} is not on member "
-                    f"{self.member.member} (it has tasks {sorted(tasks)})"
+                    f"{self.member.member} (it has tasks {sorted(tasks)}); "
+                    + (f"member {found} has it" if found else "it is being handed over")
                 )
             return self._committed(partition).view(table).get(key)
         for partition in tasks:

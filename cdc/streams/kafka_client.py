@@ -25,6 +25,7 @@ __all__ = [
     "Message",
     "NewTopic",
     "Producer",
+    "group_assignment",
     "is_retriable_abort",
     "make_admin",
     "make_consumer",
@@ -39,6 +40,22 @@ Config = Mapping[str, str | int | float | bool]
 def make_admin(bootstrap: str, extra: Config) -> AdminClient:
     """An admin client for topic creation and metadata."""
     return AdminClient({"bootstrap.servers": bootstrap, **extra})
+
+
+def group_assignment(
+    admin: AdminClient, group: str, timeout_s: float
+) -> list[tuple[str, str, int]]:
+    """``(member, topic, partition)`` of every partition consumer group ``group`` has assigned
+    now; a member is named by its ``group.instance.id`` (static membership), else its member id.
+    An unknown or empty group has none."""
+    futures = admin.describe_consumer_groups([group], request_timeout=timeout_s)
+    description = futures[group].result()
+    out = []
+    for member in description.members:
+        name = member.group_instance_id or member.member_id
+        assigned = member.assignment.topic_partitions if member.assignment else []
+        out += [(name, tp.topic, tp.partition) for tp in assigned]
+    return out
 
 
 PROCESSOR_PREFETCH_KBYTES = 256 * 1024

@@ -236,6 +236,10 @@ class KafkaEventStream:
         finally:
             consumer.close()
 
+    def task_owners(self, group: str, topic: str) -> dict[int, str]:
+        assigned = kc.group_assignment(self._admin, group, _METADATA_TIMEOUT_S)
+        return {partition: member for member, t, partition in assigned if t == topic}
+
     def writer(
         self, transactional_id: str, *, transaction_timeout_s: float | None = None
     ) -> KafkaTransactionalWriter:

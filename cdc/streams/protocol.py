@@ -179,6 +179,12 @@ class EventStream(Protocol):
         """The positions ``group`` committed for ``topic``'s partitions (absent: none)."""
         ...
 
+    def task_owners(self, group: str, topic: str) -> dict[int, str]:
+        """The member (by name) of consumer group ``group`` that has each partition of ``topic``
+        now; partitions no member has (a rebalance under way) are absent. A snapshot: by the
+        time it is used, a rebalance may have moved a partition."""
+        ...
+
     def writer(
         self, transactional_id: str, *, transaction_timeout_s: float | None = None
     ) -> TransactionalWriter:

@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("process", help="run an example processor over a stream until idle")
     process.add_arguments(p)
     p.set_defaults(handler=_cmd_process)
+
+    from replay.cli import process_group
+
+    p = sub.add_parser("owners", help="which member of a partitioned processor has which task")
+    process_group.add_owners_arguments(p)
+    p.set_defaults(handler=process_group.run_owners)
     return parser
 
 

@@ -22,6 +22,7 @@ from cdc.processor.group import GroupProcessor
 from cdc.processor.queries import MemberQueries
 from cdc.processor.tasks import RebalanceEvent
 from cdc.state import StateTable
+from cdc.streams.partitioner import partition_for
 from cdc.streams.registry import open_stream
 
 
@@ -103,3 +104,29 @@ def run_instances(args: argparse.Namespace) -> int:
     if failed:
         print(f"replicator process: {', '.join(failed)}", file=sys.stderr)
     return max(codes)
+
+
+def add_owners_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stream", required=True, help="kafka://host:port or local:///dir")
+    p.add_argument("--id", required=True, help="the partitioned processor's id (its group)")
+    p.add_argument("--input", required=True, help="one of its input topics")
+    p.add_argument("--key", help="an input key: print only the member that has its task")
+
+
+def run_owners(args: argparse.Namespace) -> int:
+    """Print which member has each task of a running partitioned processor (one JSON line), or
+    with ``--key`` the one that has that key's task: where to send a query for the key."""
+    stream = open_stream(args.stream)
+    try:
+        if args.input not in stream.topics():
+            raise UsageError(f"no input topic {args.input} on {args.stream}")
+        owners = stream.task_owners(args.id, args.input)
+        if args.key is None:
+            print(json.dumps({"processor": args.id, "tasks": owners}), flush=True)
+            return 0
+        task = partition_for(args.key.encode(), stream.partition_count(args.input))
+    finally:
+        stream.close()
+    # None: no member has the task right now (a rebalance, or the processor is not running).
+    print(json.dumps({"key": args.key, "task": task, "member": owners.get(task)}), flush=True)
+    return 0 if task in owners else 1

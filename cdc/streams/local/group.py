@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from cdc.errors import UsageError
 from cdc.streams.local.errors import WriterLockTimeout
-from cdc.streams.local.locks import FileLock
+from cdc.streams.local.locks import FileLock, holder_label
 from cdc.streams.protocol import Rebalance, StreamRecord, TopicPartition
 
 if TYPE_CHECKING:
@@ -37,6 +37,13 @@ def _try_lock(lock: FileLock) -> bool:
     return True
 
 
+def task_owners(log_root: str, group: str, partitions: int) -> dict[int, str]:
+    """The member holding each task lock of ``group`` now (tasks being handed over absent)."""
+    tasks = os.path.join(log_root, ".groups", group, "tasks")
+    owners = {p: holder_label(f"{tasks}/{p}") for p in range(partitions)}
+    return {p: name for p, name in owners.items() if name}
+
+
 class LocalGroupReader:
     """A member of a consumer group on a local log (a ``GroupReader``)."""
 
@@ -50,6 +57,8 @@ class LocalGroupReader:
         on_revoked: Rebalance,
     ) -> None:
         self.group: str | None = group
+        if not member or any(c.isspace() or c == "/" for c in member) or len(member) > 200:
+            raise UsageError(f"member name {member!r}: one word, no '/', at most 200 characters")
         self.member, self._log, self._topics = member, log, list(topics)
         self._assigned, self._revoked = on_assigned, on_revoked
         self._partitions = log.partition_count(self._topics[0])
@@ -87,7 +96,7 @@ class LocalGroupReader:
                 self._tasks.pop(p).release()
         arriving = []
         for p in sorted(mine - set(self._tasks)):
-            lock = FileLock(f"{self._tasks_dir}/{p}")
+            lock = FileLock(f"{self._tasks_dir}/{p}", label=self.member)
             if _try_lock(lock):  # else its previous owner has not given it up yet
                 self._tasks[p] = lock
                 arriving.append(p)

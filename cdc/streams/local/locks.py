@@ -15,7 +15,8 @@ import uuid
 
 from cdc.streams.local.errors import WriterLockTimeout
 
-_TOKEN_BYTES = 64
+_LABEL_BYTES = 200
+_TOKEN_BYTES = 64 + _LABEL_BYTES
 _THREAD_LOCKS: dict[str, threading.Lock] = {}
 _THREAD_LOCKS_GUARD = threading.Lock()
 
@@ -28,12 +29,16 @@ def _thread_lock(path: str) -> threading.Lock:
 class FileLock:
     """An exclusive lock on ``path`` (created if missing).
 
-    Each acquisition writes a fresh token (starting with the holder's pid) into the file, so
-    ``undisturbed`` tells whether nobody else held the lock since this object last released it.
+    Each acquisition writes a fresh token (the holder's pid, a random part, then ``label``) into
+    the file, so ``undisturbed`` tells whether nobody else held the lock since this object last
+    released it, and ``holder_label`` who holds it now.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, label: str = "") -> None:
+        if len(label.encode()) > _LABEL_BYTES or any(c.isspace() for c in label):
+            raise ValueError(f"a lock label is one word of at most {_LABEL_BYTES} bytes: {label!r}")
         self.path = os.path.realpath(path)
+        self.label = label
         self.undisturbed = False
         self._thread_lock = _thread_lock(self.path)
         self._fd: int | None = None
@@ -68,7 +73,8 @@ class FileLock:
                     delay = min(delay * 2, 0.05)
             previous = os.pread(fd, _TOKEN_BYTES, 0)
             self.undisturbed = bool(self._token) and previous == self._token
-            self._token = f"{os.getpid()} {uuid.uuid4().hex}".encode().ljust(_TOKEN_BYTES)
+            token = f"{os.getpid()} {uuid.uuid4().hex} {self.label}"
+            self._token = token.encode().ljust(_TOKEN_BYTES)
             os.pwrite(fd, self._token, 0)
             self._fd = fd
         except BaseException:
@@ -85,3 +91,22 @@ class FileLock:
         finally:
             os.close(fd)
             self._thread_lock.release()
+
+
+def holder_label(path: str) -> str | None:
+    """The label of whoever holds the lock on ``path`` now (``""`` if unlabelled); None when
+    nobody does. Takes nothing: a probe that finds the lock free lets it go at once."""
+    try:
+        fd = os.open(os.path.realpath(path), os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            words = os.pread(fd, _TOKEN_BYTES, 0).decode(errors="replace").split()
+            return words[2] if len(words) > 2 else ""
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

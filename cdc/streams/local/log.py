@@ -183,6 +183,13 @@ class LocalLog:
         positions = self._journal.state.groups.get(group, {})
         return {tp.partition: pos for tp, pos in positions.items() if tp.topic == topic}
 
+    def task_owners(self, group: str, topic: str) -> dict[int, str]:
+        """The member of ``group`` that has each partition of ``topic`` now (by the task locks;
+        a partition being handed over is absent)."""
+        from cdc.streams.local.group import task_owners
+
+        return task_owners(self.root, group, self.partition_count(topic))
+
     def group_reader(
         self,
         topics: Sequence[str],

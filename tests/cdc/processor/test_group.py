@@ -5,6 +5,7 @@ state and changelog stay on its input partition, standbys, queries, and the erro
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -149,7 +150,9 @@ def test_queries_find_a_key_in_its_task_and_name_the_owner_when_elsewhere(
         owner, other = (qa, qb) if qa.owner_partition(customer.encode()) in a.tasks else (qb, qa)
         row = owner.get(PAYMENTS_PER_CUSTOMER, customer, input_key=customer.encode())
         assert row is not None and (row["payments"], row["total_amount"]) == (count, total)
-        with pytest.raises(TaskNotHere, match="is not on member"):
+        owner_name = (a if owner is qa else b).member
+        assert other.owner(customer.encode()) == owner_name
+        with pytest.raises(TaskNotHere, match=f"is not on member .*; member {owner_name} has it"):
             other.get(PAYMENTS_PER_CUSTOMER, customer, input_key=customer.encode())
         assert other.get(PAYMENTS_PER_CUSTOMER, customer) is None
     status = {(s.task, s.role): s for s in qb.status()}
@@ -309,6 +312,24 @@ def test_two_co_partitioned_inputs_go_to_one_task(
                 tickets[row["title"]] = (row["tickets_sold"], row["total_ticket_value"])
     assert payments_seen == reference_payments(payment_events(1_000, 50, 1))
     assert tickets == reference_tickets(ticket_events(500, 1))
+    # Who has which task, as any process sees it (the consumer group, the task locks).
+    owners = {p: m.member for m in members for p in m.tasks}
+    outside = backend_stream(backend, tmp_path, request)
+    assert outside.task_owners(config.processor_id, pays) == owners
+    assert outside.task_owners(config.processor_id, sales) == owners
+    assert outside.task_owners(unique_name("no-such-group"), pays) == {}
+    for customer in ("c1", "c2", "c3", "c4"):
+        assert (
+            MemberQueries(members[0]).owner(customer.encode())
+            == owners[partition_for(customer.encode(), 4)]
+        )
     for m in members:
         m.close()
+    # Gone at once from the local log; on Kafka a static member keeps its partitions in the
+    # group until its session times out (a restart within it gets them back).
+    deadline = time.monotonic() + 30
+    while outside.task_owners(config.processor_id, pays) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert outside.task_owners(config.processor_id, pays) == {}
+    outside.close()
     stream.close()

@@ -20,6 +20,7 @@ from cdc.streams.local import (
     decode_segment_file,
 )
 from cdc.streams.local.journal import decode_records
+from cdc.streams.local.locks import FileLock, holder_label
 from cdc.streams.local.segments import list_segments, read_index, seek_position
 from cdc.streams.protocol import EventStream, TopicPartition
 from tests.cdc.streams.contract import CONTRACT_CHECKS, StreamOpener
@@ -270,3 +271,22 @@ def test_reader_positions_and_log_start(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         reader.poll()
     log.close()
+
+
+def test_a_lock_names_its_holder_while_held(tmp_path: Path) -> None:
+    """``holder_label``: the label of the live holder, None when free (what ``task_owners`` of
+    the local log reads); probing takes nothing."""
+    path = str(tmp_path / "task-0")
+    assert holder_label(path) is None  # no file yet
+    lock = FileLock(path, label="member-a")
+    lock.acquire(1.0)
+    assert holder_label(path) == "member-a"
+    assert holder_label(path) == "member-a"  # the probe left the lock with its holder
+    lock.release()
+    assert holder_label(path) is None  # the file keeps the old token, but nobody holds it
+    other = FileLock(path, label="member-b")
+    other.acquire(1.0)
+    assert holder_label(path) == "member-b"
+    other.release()
+    with pytest.raises(ValueError, match="one word"):
+        FileLock(path, label="two words")

@@ -14,8 +14,11 @@ from cdc.demo_workload import (
     produce,
     reference_payments,
 )
-from cdc.examples import PAYMENTS_PER_CUSTOMER
+from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
+from cdc.processor import ProcessorConfig
+from cdc.processor.group import GroupProcessor
 from cdc.streams.local import LocalLog
+from cdc.streams.partitioner import partition_for
 from tests.cdc.processor.test_processor import changelog_state
 from tests.replay.cli.test_user_errors import replicator
 
@@ -52,3 +55,38 @@ def test_inputs_with_different_partition_counts_are_one_line(tmp_path: Path) -> 
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert "not co-partitioned (payments has 4, movie_ticket_sales has 2" in done.stderr
+
+
+def test_owners_names_the_member_of_each_task_and_of_a_key(tmp_path: Path) -> None:
+    """``replicator owners`` from another process: the tasks of two running members, the member
+    to ask for a key, and a one-line error for a topic that is not there."""
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    log.ensure_topic(PAYMENTS_TOPIC, 4)
+    produce(log, PAYMENTS_TOPIC, payment_events(400, 20, seed=5), key="customer_id")
+    config = ProcessorConfig("pay", (PAYMENTS_TOPIC,), store_url="memory://")
+    members = [
+        GroupProcessor(config, log, [PAYMENTS_PER_CUSTOMER], count_payment, member=name)
+        for name in ("m-a", "m-b")
+    ]
+    for m in members:
+        m.start()
+    for _ in range(3):
+        for m in members:
+            m.run(idle_timeout_s=0.3)
+    owners = {str(p): m.member for m in members for p in m.tasks}
+    assert len(owners) == 4
+    stream = ["--stream", f"local://{tmp_path}/log", "--id", "pay", "--input", PAYMENTS_TOPIC]
+    listed = replicator("owners", *stream, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == {"processor": "pay", "tasks": owners}
+    one = replicator("owners", *stream, "--key", "c7", cwd=tmp_path)
+    task = partition_for(b"c7", 4)
+    assert json.loads(one.stdout) == {"key": "c7", "task": task, "member": owners[str(task)]}
+    for m in members:
+        m.close()
+    gone = replicator("owners", *stream, "--key", "c7", cwd=tmp_path)
+    assert gone.returncode == 1 and json.loads(gone.stdout)["member"] is None
+    missing = replicator("owners", *stream[:4], "--input", "no-such-topic", cwd=tmp_path)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "no input topic no-such-topic" in missing.stderr
+    log.close()
