@@ -27,7 +27,7 @@ from cdc.errors import UsageError
 from cdc.processor.events import Decoder, json_decoder
 from cdc.processor.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport
-from cdc.processor.tasks import RebalanceEvent, StateTask, open_task
+from cdc.processor.tasks import RebalanceEvent, StateTask, open_task, standby_tasks
 from cdc.state import StateTable, StateTables
 from cdc.streams.protocol import (
     EventStream,
@@ -44,10 +44,8 @@ STANDBY_INTERVAL_S = 1.0
 
 
 class GroupProcessor(EventProcessor):
-    """One member (``member``: a name stable across its restarts) of a partitioned processor.
-
-    ``standby_replicas`` > 0 keeps a standby of every task this member does not own (so with
-    two members, one replica of each task)."""
+    """One member (``member``: a name stable across its restarts) of a partitioned processor;
+    ``standby_replicas`` other members keep a standby of each task (``tasks.standby_tasks``)."""
 
     def __init__(
         self,
@@ -216,9 +214,12 @@ class GroupProcessor(EventProcessor):
         self._group_reader.seek(owned)
 
     def _refresh_standbys(self) -> None:
-        for partition in range(self.partitions):
-            if partition in self.tasks:
-                continue
+        owners = self.stream.task_owners(self.config.processor_id, self.config.inputs[0])
+        owners |= dict.fromkeys(self.tasks, self.member)  # this member knows its own best
+        wanted = standby_tasks(owners, self.member, self.standby_replicas, self.standbys)
+        for partition in sorted(set(self.standbys) - wanted):
+            self.standbys.pop(partition).close()  # its store stays: a later restore is a tail
+        for partition in sorted(wanted - set(self.tasks)):
             task = self.standbys.get(partition)
             if task is None:
                 task = self.standbys[partition] = open_task(

@@ -8,7 +8,7 @@ member owns by tailing its changelog partitions, so a failover restores only the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +34,23 @@ def task_store_url(store_url: str, member: str, partition: int) -> str:
         return store_url
     path = parts.path.rstrip("/") + f"/{member}/task-{partition}"
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+
+
+def standby_tasks(
+    owners: Mapping[int, str], member: str, replicas: int, kept: Iterable[int] = ()
+) -> set[int]:
+    """The tasks ``member`` keeps a standby of, Kafka Streams' way of spreading them: each task
+    has one on each of the ``replicas`` members after its owner in name order (the members: the
+    owners and ``member``; wrapping round), never on its owner. A task no member has now (being
+    handed over) keeps the standbys it had (``kept``)."""
+    ring = sorted({*owners.values(), member})
+    out = {task for task in kept if task not in owners}
+    for task, owner in owners.items():
+        at = ring.index(owner)
+        after = [ring[(at + k) % len(ring)] for k in range(1, len(ring))]
+        if member in after[:replicas]:
+            out.add(task)
+    return out
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from cdc.examples import PAYMENTS_PER_CUSTOMER, TICKETS_SOLD, count_payment, sel
 from cdc.processor import InputEvent, ProcessorConfig
 from cdc.processor.group import GroupProcessor
 from cdc.processor.queries import MemberQueries, TaskNotHere
+from cdc.processor.tasks import standby_tasks
 from cdc.state import StateTransaction
 from cdc.streams.local import LocalLog
 from cdc.streams.local.errors import FencedWriterError
@@ -181,6 +182,57 @@ def test_a_standby_takes_over_with_only_the_tail(stream: LocalLog, tmp_path: Pat
     assert set(b.tasks) == {0, 1, 2, 3}
     assert state(b) == expected_totals(payments(400, seed=6) + tail)
     b.close()
+
+
+def test_standby_placement_follows_the_owner_ring() -> None:
+    owners = {0: "a", 1: "b", 2: "c", 3: "a"}
+    assert standby_tasks(owners, "b", 1) == {0, 3}
+    assert standby_tasks(owners, "c", 1) == {1}
+    assert standby_tasks(owners, "a", 2) == {1, 2}  # after b: c, a; after c: a, b
+    assert standby_tasks(owners, "b", 5) == {0, 2, 3}  # more replicas than members: all others
+    assert standby_tasks({0: "a"}, "d", 1) == {0}  # a member with no task is in the ring too
+    assert standby_tasks({0: "a", 1: "b"}, "c", 1) == {1}
+    assert standby_tasks({1: "b"}, "a", 1, kept=[0, 1]) == {0, 1}  # task 0 in handover: kept
+
+
+def test_standbys_spread_one_per_task_and_move_when_a_member_leaves(
+    stream: LocalLog, tmp_path: Path
+) -> None:
+    """Three members, ``standby_replicas=1``: each task has one standby, on the member after its
+    owner (never the owner); when a member leaves, a standby takes its task with the tail only
+    and the standbys spread again over the two left."""
+    events = payments(400, seed=21)
+    produce_keyed(stream, TOPIC, events)
+    members = [member(stream, tmp_path, n, standby_replicas=1) for n in ("a", "b", "c")]
+    run_until_idle(*members)
+    run_until_idle(*members, rounds=2)  # standbys follow the owners they now know of
+
+    def placement() -> tuple[dict[int, str], dict[int, list[str]]]:
+        owners = {p: m.member for m in members for p in m.tasks}
+        standbys: dict[int, list[str]] = {}
+        for m in members:
+            for p in m.standbys:
+                standbys.setdefault(p, []).append(m.member)
+        return owners, standbys
+
+    owners, standbys = placement()
+    assert sorted(owners) == [0, 1, 2, 3]
+    ring = ["a", "b", "c"]
+    assert standbys == {p: [ring[(ring.index(o) + 1) % 3]] for p, o in owners.items()}
+    leaving = members.pop(0)  # a: tasks 0 and 3 (task p goes to the p % n-th live member)
+    warm = {m.member: set(leaving.tasks) & set(m.standbys) for m in members}
+    assert warm["b"]  # b keeps the standbys of a's tasks
+    leaving.close()
+    run_until_idle(*members, rounds=4)
+    owners, standbys = placement()
+    assert sorted(owners) == [0, 1, 2, 3]
+    assert standbys == {p: [("c" if o == "b" else "b")] for p, o in owners.items()}
+    promoted = {p: e.restored_events[p] for m in members for e in m.rebalances
+                if e.kind == "assigned" for p in e.tasks if p in warm[m.member]}  # fmt: skip
+    assert promoted and set(promoted.values()) == {0}  # no input since: an empty tail
+    assert state(*members) == expected_totals(events)
+    for m in members:
+        m.close()
 
 
 def clear_on_reset(event: InputEvent, tx: StateTransaction) -> None:
