@@ -40,10 +40,34 @@ def commit_versions(table_dir: Path) -> list[int]:
     return sorted(int(m.group(1)) for m in found if m)
 
 
+def latest_version(table_dir: Path) -> int | None:
+    """The newest version in the table's log (None: no commit yet), without listing the log:
+    from the version ``_last_checkpoint`` names, forward commit file by commit file. A log keeps
+    30 days of commits by default (``delta.logRetentionDuration``): ~2.6 M files for a table a
+    ``--follow`` writes every second, which every round would otherwise list."""
+    log = table_dir / "_delta_log"
+    version = _checkpoint_version(log)
+    if version is None:  # no checkpoint yet: a young log (one every 10 commits by default)
+        versions = commit_versions(table_dir)
+        return versions[-1] if versions else None
+    while (log / f"{version + 1:020d}.json").is_file():
+        version += 1
+    return version
+
+
+def _checkpoint_version(log: Path) -> int | None:
+    try:
+        return int(json.loads((log / "_last_checkpoint").read_text(encoding="utf-8"))["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent, or caught mid-write: the caller lists the log instead
+
+
 def read_ledger(
     table: str, table_dir: Path, *, latest_only: bool = False
 ) -> list[DeltaLedgerEntry]:
     """The table's ledger entries, oldest first (only the newest one if ``latest_only``)."""
+    if latest_only:
+        return _newest_entry(table, table_dir)
     versions = commit_versions(table_dir)
     entries: list[DeltaLedgerEntry] = []
     for version in reversed(versions):
@@ -53,6 +77,18 @@ def read_ledger(
             if latest_only:
                 break
     return entries[::-1]
+
+
+def _newest_entry(table: str, table_dir: Path) -> list[DeltaLedgerEntry]:
+    """The newest commit that is a ledger entry (others, e.g. a user's OPTIMIZE, stepped over)."""
+    version = latest_version(table_dir)
+    log = table_dir / "_delta_log"
+    while version is not None and version >= 0 and (log / f"{version:020d}.json").is_file():
+        found = _entry(table, table_dir, version)
+        if found is not None:
+            return [found]
+        version -= 1
+    return []
 
 
 def _entry(table: str, table_dir: Path, version: int) -> DeltaLedgerEntry | None:

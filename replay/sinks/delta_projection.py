@@ -35,7 +35,7 @@ from typing import Any
 from cdc.streams.protocol import TopicPartition
 from projections import IncrementalPlan
 from projections.sql.syntax import SPARK
-from replay.sinks.delta_log import commit_versions, read_ledger
+from replay.sinks.delta_log import latest_version, read_ledger
 from replay.sinks.delta_sink import (
     TXN_APP_ID,
     TXN_VERSION,
@@ -83,13 +83,13 @@ class DeltaProjectionStore:
                 shutil.rmtree(self.root / table, ignore_errors=True)
             return
         latest = entries[0]
-        if commit_versions(self.root / master)[-1] > latest.entry.version:
+        if (latest_version(self.root / master) or 0) > latest.entry.version:
             self._restore(master, latest.entry.version, latest.metadata)
         for table in auxiliary:
             kept = [e for e in read_ledger(table, self.root / table) if e.seq <= latest.seq]
             if not kept:
                 shutil.rmtree(self.root / table, ignore_errors=True)
-            elif commit_versions(self.root / table)[-1] > kept[-1].entry.version:
+            elif (latest_version(self.root / table) or 0) > kept[-1].entry.version:
                 self._restore(table, kept[-1].entry.version, kept[-1].metadata)
 
     def _restore(self, table: str, version: int, metadata: str) -> None:
@@ -102,8 +102,8 @@ class DeltaProjectionStore:
         record = plan_positions(table, "merge", stored, positions)
         if record is None:
             return None
-        versions = commit_versions(self.root / table)
-        seq = (versions[-1] if versions else -1) + 1
+        newest = latest_version(self.root / table)
+        seq = (-1 if newest is None else newest) + 1
         return seq, encode_metadata(seq, "merge", record)
 
     def _committed(self, table: str, meta: str) -> LedgerEntry | None:

@@ -33,7 +33,7 @@ from delta.tables import DeltaTable
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
 from replay.sinks.delta_evolution import check_casts, evolved_rows
-from replay.sinks.delta_log import commit_versions, read_ledger
+from replay.sinks.delta_log import commit_versions, latest_version, read_ledger
 from replay.sinks.ledger import (
     VersionUnavailableError,
     encode_metadata,
@@ -220,9 +220,9 @@ class DeltaSink:
         ``seq`` (the txnVersion) is the version the write expects to create: it grows with every
         commit, and stays monotonic even after log cleanup drops old ledger entries.
         """
-        versions = commit_versions(self.root / table)
+        newest = latest_version(self.root / table)
         latest = read_ledger(table, self.root / table, latest_only=True)
-        if mode == "merge" and versions and not latest:
+        if mode == "merge" and newest is not None and not latest:
             raise VersionUnavailableError(
                 f"table {table} has Delta commits but no replicator ledger entry in its log"
                 " (not written by the sink, or its entries expired): replace it first"
@@ -232,7 +232,7 @@ class DeltaSink:
         )
         if record is None:
             return None
-        base = versions[-1] if versions else -1
+        base = -1 if newest is None else newest
         return base + 1, encode_metadata(base + 1, mode, record), base
 
     def _committed(self, table: str, meta: str, base: int) -> LedgerEntry | None:

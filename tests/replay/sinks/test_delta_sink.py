@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from replay.sinks.delta_log import commit_versions
+from replay.sinks.delta_log import commit_versions, latest_version
 from replay.sinks.delta_sink import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaSink
 from replay.sinks.ledger import VersionUnavailableError, encode_metadata
 from replay.sinks.merge_rules import tombstones_table
@@ -115,3 +115,21 @@ def test_a_merge_into_a_table_without_ledger_is_refused(
     with pytest.raises(VersionUnavailableError, match="no replicator ledger entry"):
         sink.merge(SPEC, changes(upsert(2, "b", 1)), {P0: 1})
     assert sink.positions(SPEC.name) == {} and sink.history(SPEC.name) == []
+
+
+def test_the_ledger_is_read_from_the_checkpoint_forward_on_a_real_log(
+    spark: Any, make_sink: SinkFactory, rows: Factory, changes: Factory
+) -> None:
+    """With checkpoints (every 2 commits here, 10 by default) the sink finds the newest
+    version and ledger entry without listing the log; they are the listing's."""
+    sink = _delta(make_sink)
+    sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
+    path = sink.root / SPEC.name
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+    for offset in range(2, 6):
+        assert sink.merge(SPEC, changes(upsert(offset, f"v{offset}", offset)), {P0: offset + 1})
+    assert (path / "_delta_log" / "_last_checkpoint").is_file()
+    assert latest_version(path) == max(commit_versions(path))
+    assert sink.positions(SPEC.name) == {P0: 6}
+    assert sink.merge(SPEC, changes(upsert(5, "v5", 5)), {P0: 6}) is None  # covered
+    assert [e.positions for e in sink.history(SPEC.name)][-1] == {P0: 6}
