@@ -27,7 +27,7 @@ from cdc.errors import UsageError
 from cdc.processor.events import Decoder, json_decoder
 from cdc.processor.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport
-from cdc.processor.tasks import RebalanceEvent, StateTask, open_task, standby_tasks
+from cdc.processor.tasks import RebalanceEvent, StateTask, open_task, wanted_standbys
 from cdc.state import StateTable, StateTables
 from cdc.streams.protocol import (
     EventStream,
@@ -214,9 +214,8 @@ class GroupProcessor(EventProcessor):
         self._group_reader.seek(owned)
 
     def _refresh_standbys(self) -> None:
-        owners = self.stream.task_owners(self.config.processor_id, self.config.inputs[0])
-        owners |= dict.fromkeys(self.tasks, self.member)  # this member knows its own best
-        wanted = standby_tasks(owners, self.member, self.standby_replicas, self.standbys)
+        wanted = wanted_standbys(self.stream, self.config, self.member, self.standby_replicas,
+                                 self.tasks, self.standbys)  # fmt: skip
         for partition in sorted(set(self.standbys) - wanted):
             self.standbys.pop(partition).close()  # its store stays: a later restore is a tail
         for partition in sorted(wanted - set(self.tasks)):

@@ -8,11 +8,14 @@ member owns by tailing its changelog partitions, so a failover restores only the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from cdc.connector import ChangelogConnector
+from cdc.errors import UserError
+from cdc.processor.processor import ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport, restore_store
 from cdc.state import (
     CorruptStateStoreError,
@@ -23,6 +26,8 @@ from cdc.state import (
     open_state_store,
 )
 from cdc.streams.protocol import EventStream, TopicPartition
+
+_log = logging.getLogger(__name__)
 
 
 def task_store_url(store_url: str, member: str, partition: int) -> str:
@@ -51,6 +56,21 @@ def standby_tasks(
         if member in after[:replicas]:
             out.add(task)
     return out
+
+
+def wanted_standbys(
+    stream: EventStream, config: ProcessorConfig, member: str, replicas: int,
+    active: Iterable[int], kept: Iterable[int],
+) -> set[int]:  # fmt: skip
+    """``standby_tasks`` of ``member`` (whose own tasks are ``active``) with the owners as the
+    stream sees them now; while it cannot tell, the standbys ``kept`` stay as they are."""
+    try:
+        owners = stream.task_owners(config.processor_id, config.inputs[0])
+    except UserError as exc:  # advice only: try again at the next refresh
+        _log.warning("member %s: who has which task is unknown: %s", member, exc)
+        owners = {}
+    owners |= dict.fromkeys(active, member)  # the member knows its own tasks best
+    return standby_tasks(owners, member, replicas, kept)
 
 
 @dataclass(frozen=True)

@@ -237,7 +237,10 @@ class KafkaEventStream:
             consumer.close()
 
     def task_owners(self, group: str, topic: str) -> dict[int, str]:
-        assigned = kc.group_assignment(self._admin, group, _METADATA_TIMEOUT_S)
+        try:
+            assigned = kc.group_assignment(self._admin, group, _METADATA_TIMEOUT_S)
+        except kc.KafkaException as exc:
+            raise KafkaStreamError(f"describing consumer group {group}: {exc}") from exc
         return {partition: member for member, t, partition in assigned if t == topic}
 
     def writer(

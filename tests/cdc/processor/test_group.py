@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -20,7 +20,7 @@ from cdc.examples import PAYMENTS_PER_CUSTOMER, TICKETS_SOLD, count_payment, sel
 from cdc.processor import InputEvent, ProcessorConfig
 from cdc.processor.group import GroupProcessor
 from cdc.processor.queries import MemberQueries, TaskNotHere
-from cdc.processor.tasks import standby_tasks
+from cdc.processor.tasks import standby_tasks, wanted_standbys
 from cdc.state import StateTransaction
 from cdc.streams.local import LocalLog
 from cdc.streams.local.errors import FencedWriterError
@@ -193,6 +193,19 @@ def test_standby_placement_follows_the_owner_ring() -> None:
     assert standby_tasks({0: "a"}, "d", 1) == {0}  # a member with no task is in the ring too
     assert standby_tasks({0: "a", 1: "b"}, "c", 1) == {1}
     assert standby_tasks({1: "b"}, "a", 1, kept=[0, 1]) == {0, 1}  # task 0 in handover: kept
+
+
+def test_standbys_stay_while_the_owners_cannot_be_read(tmp_path: Path) -> None:
+    """The group's view is advice: a member that cannot read it (the broker away) keeps the
+    standbys it has and processing goes on; the next refresh tries again."""
+
+    class Unreachable:
+        def task_owners(self, group: str, topic: str) -> dict[int, str]:
+            raise UsageError(f"describing consumer group {group}: broker unreachable")
+
+    config = ProcessorConfig("pay", (TOPIC,), store_url="memory://")
+    stream = cast(EventStream, Unreachable())
+    assert wanted_standbys(stream, config, "b", 1, active=[1], kept=[0, 3]) == {0, 3}
 
 
 def test_standbys_spread_one_per_task_and_move_when_a_member_leaves(
