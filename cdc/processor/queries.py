@@ -17,13 +17,7 @@ from cdc.processor.group import GroupProcessor
 from cdc.state import StateTable, StateTables
 from cdc.state.changes import Row
 from cdc.streams.partitioner import partition_for
-from cdc.streams.protocol import EventStream, TopicPartition
-
-
-def owner_of(stream: EventStream, processor_id: str, input_topic: str, task: int) -> str | None:
-    """The member of processor ``processor_id`` (its consumer group) that has ``task`` now,
-    None while nobody has it; for callers that are not members themselves."""
-    return stream.task_owners(processor_id, input_topic).get(task)
+from cdc.streams.protocol import TopicPartition
 
 
 class TaskNotHere(KeyError):
@@ -56,9 +50,9 @@ class MemberQueries:
     def owner(self, input_key: bytes) -> str | None:
         """The member that has ``input_key``'s task now, None while its task is being handed
         over. A snapshot: ask again if that member answers ``TaskNotHere``."""
-        partition = self.owner_partition(input_key)
-        return owner_of(self.member.stream, self.member.config.processor_id,
-                        self.member.config.inputs[0], partition)  # fmt: skip
+        config = self.member.config
+        owners = self.member.stream.task_owners(config.processor_id, config.inputs[0])
+        return owners.get(self.owner_partition(input_key))
 
     def get(
         self, table: StateTable | str, key: object, *, input_key: bytes | None = None
