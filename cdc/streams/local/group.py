@@ -79,10 +79,7 @@ class LocalGroupReader:
             if name == self.member:
                 live.append(name)
                 continue
-            probe = FileLock(f"{self._members_dir}/{name}")
-            if _try_lock(probe):  # nobody holds it: that member is gone
-                probe.release()
-            else:
+            if holder_label(f"{self._members_dir}/{name}") is not None:  # else that member is gone
                 live.append(name)
         return live
 
