@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import os
 from collections.abc import Iterator
@@ -184,11 +185,18 @@ def _compacted_rows(
 def _return_free_heap() -> None:
     """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim``; elsewhere nothing):
     values of a few hundred bytes live in the brk heap, which ``free`` alone does not shrink."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, looked up once per worker process; None without glibc."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim(0)
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):
-        pass
+        return None
 
 
 def _check_budget(
