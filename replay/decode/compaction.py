@@ -195,22 +195,35 @@ def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> 
     return decoded.where(~cleared)
 
 
+REPEATED_KEYS_BROADCAST = 100_000
+"""At most this many primary keys found in several partitions are broadcast to pick their newest
+change; more go through a shuffled hash join."""
+
+
 def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
     """The change with the highest ``__pos`` of every primary key (record key without one).
 
     After ``latest_records`` a key has one change unless it survived in several partitions
-    (a repartitioned topic), so only those keys go through the ``max_by`` aggregation, whose
-    variable-length buffer sorts every row it sees (a 9 M-key rebuild ran out of memory
-    sorting them all). The others are found by a hash aggregation of the keys and pass through
-    a shuffled hash anti join (rows shuffled, not sorted); keys compare null-safe."""
+    (a repartitioned topic). A Spark job (a hash aggregation of the keys: persist ``decoded``
+    first) counts those keys: with none, ``decoded`` is the answer as it is; otherwise only they
+    go through the ``max_by`` aggregation, whose variable-length buffer sorts every row it sees
+    (a 9 M-key rebuild ran out of memory sorting them all), and the others pass through an anti
+    join against them: broadcast up to ``REPEATED_KEYS_BROADCAST`` keys, else shuffled hash
+    (rows shuffled, not sorted). Keys compare null-safe."""
     names = list(schema.primary_key) or [KEY]
     copies = decoded.groupBy(*names).agg(F.count(F.lit(1)).alias(_COPIES))
     repeated = copies.where(F.col(_COPIES) > 1).select(*(F.col(n).alias(f"__r_{n}") for n in names))
+    found = repeated.limit(REPEATED_KEYS_BROADCAST + 1).count()
+    if not found:
+        return decoded
     same = [decoded[n].eqNullSafe(F.col(f"__r_{n}")) for n in names]
     on = same[0]
     for condition in same[1:]:
         on &= condition
-    repeated = repeated.hint("shuffle_hash")
+    if found <= REPEATED_KEYS_BROADCAST:
+        repeated = F.broadcast(repeated)
+    else:
+        repeated = repeated.hint("shuffle_hash")
     single = decoded.join(repeated, on, "left_anti")
     several = decoded.join(repeated, on, "left_semi")
     newest = F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")
@@ -219,14 +232,22 @@ def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
 
 @dataclass(frozen=True)
 class Rebuild:
-    """A rebuilt table: ``rows`` (table columns, ``__pos``, ``__unavailable``), the truncates
-    seen (topic, partition, ``__truncate_offset``) and the bad records (``decode.BAD_COLUMNS``);
-    ``rows`` and ``bad`` both read ``decoded`` (the decoded survivors, ``Decoded.all``)."""
+    """A rebuilt table: the truncates seen (topic, partition, ``__truncate_offset``), the bad
+    records (``decode.BAD_COLUMNS``) and ``rows()``; ``rows()`` and ``bad`` both read
+    ``decoded`` (the decoded survivors, ``Decoded.all``: persist it)."""
 
-    rows: DataFrame
+    changes: DataFrame
     truncates: DataFrame
     bad: DataFrame
     decoded: DataFrame
+    schema: TopicSchema
+
+    def rows(self) -> DataFrame:
+        """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
+        of every key. Runs ``newest_per_key``'s Spark job."""
+        winners = newest_per_key(self.changes, self.schema)
+        live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
+        return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
 
     def truncated(self) -> bool:
         """Whether a truncate was seen (runs a Spark job)."""
@@ -264,10 +285,7 @@ def rebuild_table(
         changes, bad = after_truncates(changes, truncates), unkeyed.unionByName(bad)
     else:
         truncates = latest.sparkSession.createDataFrame([], TRUNCATES_SCHEMA)
-    winners = newest_per_key(changes, schema)
-    live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
-    rows = live.select(*(c.name for c in schema.columns), POS, UNAVAILABLE)
-    return Rebuild(rows, truncates, bad, decoded.all)
+    return Rebuild(changes, truncates, bad, decoded.all, schema)
 
 
 def _truncates(

@@ -12,7 +12,7 @@ retried after a crash is skipped and a crash leaves the table at its last commit
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cdc.errors import UserError
@@ -240,22 +240,23 @@ class ReplayEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         records = read_records(self.spark, self.stream.url, plan)
         persisted: list[DataFrame] = []
+        rows: Callable[[], DataFrame]
         if job.stop.is_source_position:
             changes = batch_changes(records, schema, cut=job.stop, straddling=self._straddling)
-            rows, bad = changes.changes.where(F.col(OP) == OP_UPSERT), changes.bad
+            bad, rows = changes.bad, lambda: changes.changes.where(F.col(OP) == OP_UPSERT)
         else:
             # Compacted and decoded once each: the bad-record check and the write read both.
             latest, persisted = persisted_latest(self.spark, self.stream.url, records, plan)
             rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
             persisted.append(rebuilt.decoded.persist())
-            rows, bad = rebuilt.rows, rebuilt.bad
+            bad, rows = rebuilt.bad, rebuilt.rows  # rows() after the check: decoded is cached
         try:
             result.bad += handle_bad_records(
                 self.sink, bad, job.on_error, plan.stop_positions, spec.name
             )
             columns = [c.name for c in schema.columns]
             return self.sink.replace(
-                spec, rows.select(*columns, POS), plan.stop_positions, rows_at_most=plan.span
+                spec, rows().select(*columns, POS), plan.stop_positions, rows_at_most=plan.span
             )
         finally:
             for frame in persisted:
@@ -293,11 +294,6 @@ CACHED_DECODE_OFFSETS = 5_000
 """A batch of at least this many offsets is decoded once and cached for the bad-record check and
 the write. Below it, decoding again is cheaper: caching a frame the driver read costs ~0.15 s of
 planning, and decoding 1,000 change events ~0.05 s; at 10,000 the second decode costs ~0.6 s."""
-
-
-def positions_text(positions: Mapping[TopicPartition, int]) -> str:
-    """Positions as ``topic:partition:offset,…`` (the form ``--from``/``--until`` accept)."""
-    return ",".join(f"{tp.topic}:{tp.partition}:{o}" for tp, o in sorted(positions.items()))
 
 
 __all__ = ["UNAVAILABLE", "ReplayEngine", "ReplayError", "ReplayJob", "TopicResult", "target_table"]

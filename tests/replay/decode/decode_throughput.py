@@ -172,8 +172,9 @@ def main() -> None:
     report(spark, "generate only", records, total, args.runs)
     report(spark, "native decode", decode_native(records, schema).good, total, args.runs)
     rebuild = rebuild_table(latest_records(records), schema)
-    report(spark, "fast-path rebuild", rebuild.rows, total, args.runs)
-    print(f"  ({rebuild.rows.count():,} rows rebuilt)")
+    rows = rebuild.rows()
+    report(spark, "fast-path rebuild", rows, total, args.runs)
+    print(f"  ({rows.count():,} rows rebuilt)")
     small = records.where(F.col("offset") < args.python_events)
     python = best_seconds(decode_python(small, schema).good, 1)
     print(f"  python decode          {python:7.2f} s  {args.python_events / python:10,.0f} "

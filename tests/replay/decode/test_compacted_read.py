@@ -64,7 +64,7 @@ def test_one_read_equals_the_two_passes_and_rebuilds_the_table(
     assert sorted(one_read.select(*columns).collect()) == sorted(two_passes.collect())
     assert one_read.where("__candidate IS NOT NULL").count() == log.partitions  # the truncates
     rebuild = rebuild_table(one_read, _schema(log))
-    rows = sorted((comparable(r) for r in rebuild.rows.collect()), key=lambda r: r["id"])
+    rows = sorted((comparable(r) for r in rebuild.rows().collect()), key=lambda r: r["id"])
     assert rows == [comparable(table[k]) for k in sorted(table)]
     assert rebuild.truncates.count() == log.partitions and rebuild.bad.count() == 0
     one_read.unpersist()

@@ -85,13 +85,35 @@ def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any, broadcast: b
     join = "BroadcastHashJoin" if broadcast else "ShuffledHashJoin"
     assert join in _plan(latest), _plan(latest)
     rebuild = rebuild_table(latest, _schema(log))
-    rows = rebuild.rows.collect()
+    rows = rebuild.rows().collect()
     assert sorted((comparable(r) for r in rows), key=lambda r: r["id"]) == [
         comparable(table[k]) for k in sorted(table)
     ]
     assert all(r["__unavailable"] == [] for r in rows)
     assert rebuild.truncates.count() == 3  # the truncate reached every partition
     assert rebuild.bad.count() == 0
+    latest.unpersist()
+
+
+@pytest.mark.parametrize("at_most", [100, 0], ids=["broadcast", "shuffled-hash"])
+def test_keys_in_several_partitions_keep_their_newest_change(
+    spark: Any, at_most: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keys 9 and 10 survive compaction in two partitions each: the newest change of each wins,
+    picked by a broadcast of those keys, or by a shuffled hash join when there are more of them
+    than ``REPEATED_KEYS_BROADCAST``."""
+    monkeypatch.setattr(compaction, "REPEATED_KEYS_BROADCAST", at_most)
+    log, table = _history()
+    latest = latest_records(raw_frame(spark, log.records)).persist()
+    rebuild = rebuild_table(latest, _schema(log))
+    rebuild.decoded.persist()
+    rows = rebuild.rows()
+    assert "LeftAnti" in _plan(rows)
+    assert ("ShuffledHashJoin" in _plan(rows)) == (at_most == 0)
+    assert sorted((comparable(r) for r in rows.collect()), key=lambda r: r["id"]) == [
+        comparable(table[k]) for k in sorted(table)
+    ]
+    rebuild.decoded.unpersist()
     latest.unpersist()
 
 
@@ -102,7 +124,7 @@ def test_rebuild_without_truncate_and_with_bad_records(spark: Any) -> None:
     records = [*log.records, ("proc.accounts", 0, 2, b'{"id":3}', b"not json", 0)]
     records.append(("proc.accounts", 0, 3, None, b'{"also": "not an event"}', 0))
     rebuild = rebuild_table(latest_records(raw_frame(spark, records)), _schema(log), decode_python)
-    assert sorted(r["id"] for r in rebuild.rows.collect()) == [1, 2]
+    assert sorted(r["id"] for r in rebuild.rows().collect()) == [1, 2]
     assert not rebuild.truncated()  # (decoded on the Python path)
     bad = {r.offset: r.reason for r in rebuild.bad.collect()}
     assert sorted(bad) == [2, 3]
@@ -122,11 +144,12 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     assert not has_truncate_candidates(latest)
     full, lean = (rebuild_table(latest, _schema(log), candidates=c) for c in (True, False))
     lean.decoded.persist()
-    assert "InMemoryTableScan" in _plan(lean.rows) and "InMemoryTableScan" in _plan(lean.bad)
-    assert sorted((comparable(r) for r in lean.rows.collect()), key=lambda r: r["id"]) == [
+    assert "InMemoryTableScan" in _plan(lean.rows()) and "InMemoryTableScan" in _plan(lean.bad)
+    assert "LeftAnti" not in _plan(lean.rows())  # no key in two partitions: no pick
+    assert sorted((comparable(r) for r in lean.rows().collect()), key=lambda r: r["id"]) == [
         comparable(table[k]) for k in sorted(table)
     ]
-    assert sorted(lean.rows.collect()) == sorted(full.rows.collect())
+    assert sorted(lean.rows().collect()) == sorted(full.rows().collect())
     assert [r.offset for r in lean.bad.collect()] == [r.offset for r in full.bad.collect()] == [99]
     assert not lean.truncated()
     lean.decoded.unpersist()
