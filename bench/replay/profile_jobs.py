@@ -4,9 +4,9 @@
 
 Starts a broker, produces the benchmark changelog (``bench.replay.changelog``), and runs the same
 ``ReplayEngine`` rebuild ``--runs`` times in one SparkSession, each into a fresh table. After each
-run it prints the run's wall time and every Spark job it ran (wall time, stages, tasks, call
-site), read from Spark's REST API; the time outside the jobs is the driver's (plan, schema,
-sink load).
+run it prints the run's wall time and every Spark job it ran (start within the run, wall time,
+stages, tasks, call site), read from Spark's REST API; the time in which no job ran is the
+driver's (plan, schema, sink load).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +35,27 @@ def _jobs(ui: str, app: str) -> list[dict[str, Any]]:
     return sorted(jobs, key=lambda j: int(j["jobId"]))
 
 
-def _seconds(job: dict[str, Any]) -> float:
-    def at(text: str) -> datetime:
-        return datetime.strptime(text.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
+def _at(text: str) -> float:
+    """A REST API time (UTC) as seconds since the epoch."""
+    moment = datetime.strptime(text.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
+    return moment.replace(tzinfo=UTC).timestamp()
 
+
+def _seconds(job: dict[str, Any]) -> float:
     if not job.get("completionTime"):
         return float("nan")
-    return (at(job["completionTime"]) - at(job["submissionTime"])).total_seconds()
+    return _at(job["completionTime"]) - _at(job["submissionTime"])
+
+
+def _busy(jobs: list[dict[str, Any]]) -> float:
+    """Seconds in which at least one of ``jobs`` ran (jobs of one query may overlap)."""
+    spans = sorted((_at(j["submissionTime"]), _at(j["completionTime"])) for j in jobs
+                   if j.get("completionTime"))  # fmt: skip
+    busy, reach = 0.0, float("-inf")
+    for begin, end in spans:
+        busy += max(0.0, end - max(begin, reach))
+        reach = max(reach, end)
+    return busy
 
 
 def main() -> None:
@@ -64,16 +78,17 @@ def main() -> None:
             suffix = ".duckdb" if args.sink == "duckdb" else ""
             sink = open_sink(f"{args.sink}://{work}/out{run}{suffix}", spark)
             seen = {j["jobId"] for j in _jobs(ui, app)}
-            started = time.monotonic()
+            started, wall = time.monotonic(), time.time()
             job = ReplayJob((TOPIC,), declared={TOPIC: declared_spec()})
             (result,) = ReplayEngine(spark, stream, sink).run(job)
             took = time.monotonic() - started
             jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
-            in_jobs = sum(_seconds(j) for j in jobs)
+            in_jobs = _busy(jobs)
             print(f"run {run}: {took:.1f} s ({result.mode}), {len(jobs)} Spark jobs "
-                  f"{in_jobs:.1f} s, outside them {took - in_jobs:.1f} s")  # fmt: skip
+                  f"busy {in_jobs:.1f} s, none running {took - in_jobs:.1f} s")  # fmt: skip
             for j in jobs:
-                print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  stages {len(j['stageIds'])}"
+                print(f"  job {j['jobId']:>4} at {_at(j['submissionTime']) - wall:6.2f} s"
+                      f" {_seconds(j):6.2f} s  stages {len(j['stageIds'])}"
                       f"  tasks {j['numTasks']:>4}  {j['name'][:90]}")  # fmt: skip
             sink.close()
         spark.stop()

@@ -162,7 +162,7 @@ def _compacted_rows(
             key,
             None,
             rec.offset,
-            rec.value,
+            None,  # the live value once (``__live_value``), as ``latest_records`` has it
             rec.timestamp_ms,
             None if alive is None else alive.offset,
             None if alive is None else alive.value,

@@ -103,9 +103,10 @@ def latest_records(
     values (and their keys), joined on (topic, partition, offset) against the winners' offsets:
     broadcast (about 60 bytes a key, no shuffle of values) or, when ``broadcast`` is False for
     more keys than the driver can hold, a shuffled hash join (values are shuffled, not sorted).
-    ``value`` is the newest record's (null: a tombstone). A live record that compaction removes
-    between the two reads leaves its key with only its tombstone, i.e. deleted, which is what
-    the compacted log then says too.
+    ``value`` is a truncate candidate's own; a keyed row carries its value once, as
+    ``__live_value`` (null ``value``; its newest record is a tombstone where ``offset`` is not
+    ``__live_offset``). A live record that compaction removes between the two reads leaves its
+    key with only its tombstone, i.e. deleted, which is what the compacted log then says too.
     """
     marks = newest_offsets(records) if newest is None else newest
     live_values = records.select(
@@ -119,7 +120,8 @@ def latest_records(
     gone = marks.where(F.col(LIVE_OFFSET).isNull()).withColumn(
         LIVE_VALUE, F.lit(None).cast(T.BinaryType())
     )
-    newest_value = F.when(F.col(LIVE_OFFSET) == F.col("offset"), F.col(LIVE_VALUE))
+    own = F.col(CANDIDATE).isNotNull() & (F.col(LIVE_OFFSET) == F.col("offset"))
+    newest_value = F.when(own, F.col(LIVE_VALUE))
     return found.unionByName(gone).select(
         "topic", "partition", "key", CANDIDATE, "offset", newest_value.alias("value"),
         "timestamp_ms", LIVE_OFFSET, LIVE_VALUE,
@@ -277,7 +279,7 @@ def rebuild_table(
     survivors = keyed.where(after).select(
         "topic", "partition", F.col(LIVE_OFFSET).alias("offset"), "key",
         F.col(LIVE_VALUE).alias("value"), "timestamp_ms",
-        F.col("value").isNull().alias(TOMBSTONED),
+        (F.col("offset") != F.col(LIVE_OFFSET)).alias(TOMBSTONED),
     )  # fmt: skip
     decoded = decode(survivors, schema, (TOMBSTONED,))
     changes, bad = decoded.good.where(F.col(OP) != OP_TRUNCATE), decoded.bad

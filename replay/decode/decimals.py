@@ -2,12 +2,12 @@
 
 A Connect ``Decimal`` travels as base64 text of the big-endian two's-complement unscaled value.
 Up to 8 bytes (most values) its hex text is sign-extended to 16 digits and read by ``conv`` as a
-signed 64-bit number. Longer, its hex text, stripped of redundant sign-extension bytes, is read as at most two 64-bit chunks
-with ``conv`` (exact, unsigned) and combined in DECIMAL(38,0). A negative number is read through
-its one's complement (``translate`` of the hex digits: ``-1 - ~x``), so that no intermediate is
-larger than the result, and nothing is negated (Spark rounds a negated 35+ digit decimal).
-Invalid base64, empty bytes, and values beyond DECIMAL(38) give null, which the decoder reports
-as a bad value instead of failing the job.
+signed 64-bit number. Longer, its hex text, stripped of redundant sign-extension bytes, is read
+as at most two 64-bit chunks with ``conv`` (exact, unsigned) and combined in DECIMAL(38,0). A
+negative number is then read through its one's complement (``translate`` of the hex digits:
+``-1 - ~x``), so that no intermediate is larger than the result, and nothing is negated (Spark
+rounds a negated 35+ digit decimal). Invalid base64, empty bytes, and values beyond DECIMAL(38)
+give null, which the decoder reports as a bad value instead of failing the job.
 """
 
 from __future__ import annotations
