@@ -5,8 +5,8 @@
 Starts a broker, produces the benchmark changelog (``bench.replay.changelog``), and runs the same
 ``ReplayEngine`` rebuild ``--runs`` times in one SparkSession, each into a fresh table. After each
 run it prints the run's wall time and every Spark job it ran (start within the run, wall time,
-stages, tasks, call site), read from Spark's REST API; the time in which no job ran is the
-driver's (plan, schema, sink load).
+its tasks' run, CPU and GC seconds, stages, tasks, call site), read from Spark's REST API; the
+time in which no job ran is the driver's (plan, schema, sink load).
 """
 
 from __future__ import annotations
@@ -33,6 +33,19 @@ def _jobs(ui: str, app: str) -> list[dict[str, Any]]:
     with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/jobs") as response:
         jobs: list[dict[str, Any]] = json.load(response)
     return sorted(jobs, key=lambda j: int(j["jobId"]))
+
+
+def _stage_times(ui: str, app: str) -> dict[int, tuple[float, float, float]]:
+    """Per stage id: its tasks' run time, CPU time and JVM GC time, in seconds."""
+    with urllib.request.urlopen(f"{ui}/api/v1/applications/{app}/stages") as response:
+        stages: list[dict[str, Any]] = json.load(response)
+    out: dict[int, tuple[float, float, float]] = {}
+    for st in stages:
+        run, cpu, gc = out.get(int(st["stageId"]), (0.0, 0.0, 0.0))
+        out[int(st["stageId"])] = (run + st.get("executorRunTime", 0) / 1e3,
+                                   cpu + st.get("executorCpuTime", 0) / 1e9,
+                                   gc + st.get("jvmGcTime", 0) / 1e3)  # fmt: skip
+    return out
 
 
 def _at(text: str) -> float:
@@ -86,9 +99,13 @@ def main() -> None:
             in_jobs = _busy(jobs)
             print(f"run {run}: {took:.1f} s ({result.mode}), {len(jobs)} Spark jobs "
                   f"busy {in_jobs:.1f} s, none running {took - in_jobs:.1f} s")  # fmt: skip
+            stage_times = _stage_times(ui, app)
             for j in jobs:
+                run_s, cpu_s, gc_s = (sum(stage_times.get(int(i), (0.0, 0.0, 0.0))[n]
+                                          for i in j["stageIds"]) for n in range(3))  # fmt: skip
                 print(f"  job {j['jobId']:>4} at {_at(j['submissionTime']) - wall:6.2f} s"
-                      f" {_seconds(j):6.2f} s  stages {len(j['stageIds'])}"
+                      f" {_seconds(j):6.2f} s  tasks' run {run_s:6.1f} s cpu {cpu_s:6.1f} s"
+                      f" gc {gc_s:5.1f} s  stages {len(j['stageIds'])}"
                       f"  tasks {j['numTasks']:>4}  {j['name'][:90]}")  # fmt: skip
             sink.close()
         spark.stop()

@@ -38,6 +38,7 @@ from replay.decode.compaction import (
     newest_offsets,
 )
 from replay.reading.plan import PartitionRange, ReplayPlan
+from replay.reading.sources import read_records
 from replay.spark import DataFrame, SparkSession, T
 
 LATEST_SCHEMA = T.StructType(
@@ -94,10 +95,10 @@ def compacted_records(
 
 
 def persisted_latest(
-    spark: SparkSession, stream_url: str, records: DataFrame, plan: ReplayPlan
+    spark: SparkSession, stream_url: str, plan: ReplayPlan
 ) -> tuple[DataFrame, list[DataFrame]]:
     """The plan's records compacted (``latest_records`` columns, persisted) and the frames to
-    unpersist after: in one read, or by the two Spark passes over ``records`` (the plan read by
+    unpersist after: in one read, or by the two Spark passes over the plan's records (read by
     ``reading.sources``) where a task would go over its memory budget."""
     latest = compacted_records(spark, stream_url, plan).persist()
     try:
@@ -109,6 +110,7 @@ def persisted_latest(
             raise
         lines = [line.strip() for line in str(error).splitlines() if OVER_BUDGET in line]
         _log.warning("%s; compacting by two Spark passes instead", (lines or [OVER_BUDGET])[-1])
+    records = read_records(spark, stream_url, plan)
     newest = newest_offsets(records).persist()
     broadcast = broadcasts_winners(spark, newest)
     latest = latest_records(records, newest, broadcast=broadcast).persist()

@@ -179,6 +179,12 @@ class TopicSchema:
         return hit
 
     @property
+    def versioned(self) -> bool:
+        """Whether its records may carry schema versions of their own to look for: not when
+        the table is declared (schemaless records) or the rows are flat (decoded in Python)."""
+        return self.table is None and self.native
+
+    @property
     def primary_key(self) -> tuple[str, ...]:
         """The key column names."""
         return tuple(c.name for c in self.key)

@@ -48,7 +48,7 @@ def schema_in_range(
     ``up_to_cut``: the records at or before a point-in-time cut, whose newest schema gives the
     table's columns (later versions still decode, to place their events after the cut);
     ``rows``: the records on the driver, when it read them (see ``version_scan``)."""
-    if base.table is not None or not base.native:
+    if not base.versioned:
         return base
     numeric = any(isinstance(c.codec.raw, T.DecimalType) for c in base.columns)
     versions = find_versions(records, base, numeric_decimals=numeric, rows=rows)

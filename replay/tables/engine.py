@@ -94,8 +94,7 @@ class ReplayEngine:
     ) -> None:
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
         self._straddling: tuple[str, ...] = ()
-        # The ledgers ``plans`` read, per table, for this run's first topic of each table: a
-        # --follow round then opens the sink's ledger once before it writes, not twice.
+        # The ledgers ``plans`` read, per table: a --follow round opens the ledger once, not twice.
         self._ledgers: dict[str, dict[TopicPartition, int]] = {}
         self._schemas: dict[str, TopicSchema] = {}
         self.tail: TransactionTail | None = None
@@ -125,6 +124,9 @@ class ReplayEngine:
         for topic, plan in plans.items():  # each record decodes by its own schema version
             if plan.span:
                 base = self._schema(topic, job.declared.get(topic))
+                if not base.versioned:  # no versions to look for: no Spark source to set up
+                    self._schemas[topic] = base
+                    continue
                 records = read_records(self.spark, self.stream.url, plan)
                 cut = job.stop.is_source_position  # the columns the table had at the cut
                 self._schemas[topic] = schema_in_range(
@@ -238,15 +240,15 @@ class ReplayEngine:
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, plan: ReplayPlan,
         result: TopicResult,
     ) -> LedgerEntry | None:  # fmt: skip
-        records = read_records(self.spark, self.stream.url, plan)
         persisted: list[DataFrame] = []
         rows: Callable[[], DataFrame]
         if job.stop.is_source_position:
+            records = read_records(self.spark, self.stream.url, plan)
             changes = batch_changes(records, schema, cut=job.stop, straddling=self._straddling)
             bad, rows = changes.bad, lambda: changes.changes.where(F.col(OP) == OP_UPSERT)
         else:
             # Compacted and decoded once each: the bad-record check and the write read both.
-            latest, persisted = persisted_latest(self.spark, self.stream.url, records, plan)
+            latest, persisted = persisted_latest(self.spark, self.stream.url, plan)
             rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
             persisted.append(rebuilt.decoded.persist())
             bad, rows = rebuilt.bad, rebuilt.rows  # rows() after the check: decoded is cached
@@ -291,9 +293,8 @@ class ReplayEngine:
 
 
 CACHED_DECODE_OFFSETS = 5_000
-"""A batch of at least this many offsets is decoded once and cached for the bad-record check and
-the write. Below it, decoding again is cheaper: caching a frame the driver read costs ~0.15 s of
-planning, and decoding 1,000 change events ~0.05 s; at 10,000 the second decode costs ~0.6 s."""
+"""Batches of at least this many offsets are decoded once and cached for the bad-record check and
+the write; below, decoding twice is cheaper than caching (~0.15 s of planning)."""
 
 
 __all__ = ["UNAVAILABLE", "ReplayEngine", "ReplayError", "ReplayJob", "TopicResult", "target_table"]
