@@ -4,12 +4,14 @@ Local mode by default (``local[*]``), any master by argument or ``$REPLICATOR_SP
 Kafka source and Delta jars come from :mod:`cdc.runtime.jars` (resolved from Maven Central ahead of
 time), so starting Spark downloads nothing. Other modules take Spark's API from here:
 ``from replay.spark import F, T, DataFrame, SparkSession``; ``local_frame`` hands the driver's
-rows to Spark as Arrow (the only import of pyarrow; a frame goes back with ``toArrow``).
+rows to Spark as Arrow (the only import of pyarrow; a frame goes back with ``toArrow``). Run as
+``python -m replay.spark`` it is Spark's Python worker daemon (``serve_python_workers``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -97,6 +99,7 @@ def spark_session(
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))
         .config("spark.sql.debug.maxToStringFields", "1000")
+        .config("spark.python.daemon.module", "replay.spark")  # see serve_python_workers
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
@@ -126,3 +129,34 @@ def local_frame(
         [pa.array(list(values)) for values in columns], names=[f.name for f in schema.fields]
     )
     return spark.createDataFrame(table, schema)
+
+
+_SPARK_ARCHIVES = re.compile(r"(pyspark\.zip|py4j-[\w.-]+\.zip|spark-core_[\w.-]+\.jar)$")
+
+
+def serve_python_workers() -> None:
+    """PySpark's Python worker daemon (``python -m replay.spark``), with Spark's own archives
+    read once per worker instead of once per task.
+
+    Spark puts ``pyspark.zip``, py4j's zip and the spark-core jar on its workers' path, and
+    before every task calls ``importlib.invalidate_caches``, for which each ``zipimporter`` of
+    these archives (one per package imported from them) reads its whole directory again: ~40 ms
+    of every Python task, more than the rest of a small task's overhead. These archives do not
+    change while the application runs; other archives (``addPyFile``) are invalidated as before.
+    """
+    import zipimport
+
+    from pyspark.daemon import manager
+
+    invalidate = zipimport.zipimporter.invalidate_caches
+
+    def invalidate_others(importer: zipimport.zipimporter) -> None:
+        if not _SPARK_ARCHIVES.search(importer.archive):
+            invalidate(importer)
+
+    zipimport.zipimporter.invalidate_caches = invalidate_others  # type: ignore[method-assign,assignment]
+    manager()  # type: ignore[no-untyped-call]
+
+
+if __name__ == "__main__":
+    serve_python_workers()

@@ -98,3 +98,30 @@ def test_delta_time_travel_and_duckdb_roundtrip(spark: Any, tmp_path: Path) -> N
         con.executemany("INSERT INTO t VALUES (?, ?)", now)
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT id, name FROM t ORDER BY id").fetchall() == now
+
+
+def _zip_probe(directory: str) -> tuple[str, bool]:
+    """Runs in a Python worker: which ``invalidate_caches`` zipimporters have, and whether an
+    archive of the user's own (an ``addPyFile`` zip) still sees a module added to it."""
+    import zipfile
+    import zipimport
+
+    archive = Path(directory) / "own.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("first.py", "")
+    importer = zipimport.zipimporter(str(archive))
+    with zipfile.ZipFile(archive, "a") as zf:
+        zf.writestr("added.py", "")
+    importer.invalidate_caches()
+    seen = importer.find_spec("added") is not None
+    return zipimport.zipimporter.invalidate_caches.__qualname__, seen
+
+
+def test_python_workers_read_sparks_own_archives_once(spark: Any, tmp_path: Path) -> None:
+    """The workers run ``replay.spark``'s daemon: Spark's archives are not read again before
+    every task, any other archive is."""
+    directories = [str(tmp_path / str(i)) for i in range(2)]
+    for directory in directories:
+        Path(directory).mkdir()
+    found = spark.sparkContext.parallelize(directories, 2).map(_zip_probe).collect()
+    assert found == [("serve_python_workers.<locals>.invalidate_others", True)] * 2
