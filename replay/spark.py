@@ -99,8 +99,9 @@ def spark_session(
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))
         .config("spark.sql.debug.maxToStringFields", "1000")
-        .config("spark.python.daemon.module", "replay.spark")  # see serve_python_workers
     )
+    if chosen.startswith("local"):  # a cluster's workers may not have this package installed
+        builder = builder.config("spark.python.daemon.module", "replay.spark")
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -131,18 +132,22 @@ def local_frame(
     return spark.createDataFrame(table, schema)
 
 
-_SPARK_ARCHIVES = re.compile(r"(pyspark\.zip|py4j-[\w.-]+\.zip|spark-core_[\w.-]+\.jar)$")
+_SPARK_ARCHIVES = re.compile(
+    r"(?:^|[/\\])(?:pyspark\.zip|py4j-[\w.-]+-src\.zip|spark-core_[\w.-]+\.jar)$"
+)
 
 
 def serve_python_workers() -> None:
-    """PySpark's Python worker daemon (``python -m replay.spark``), with Spark's own archives
-    read once per worker instead of once per task.
+    """PySpark's Python worker daemon (``python -m replay.spark``, local mode), with Spark's own
+    archives read once per worker instead of once per task.
 
     Spark puts ``pyspark.zip``, py4j's zip and the spark-core jar on its workers' path, and
     before every task calls ``importlib.invalidate_caches``, for which each ``zipimporter`` of
-    these archives (one per package imported from them) reads its whole directory again: ~40 ms
-    of every Python task, more than the rest of a small task's overhead. These archives do not
-    change while the application runs; other archives (``addPyFile``) are invalidated as before.
+    these archives (one per package imported from them) reads its whole directory again on
+    Python 3.10-3.12 (3.13 re-reads lazily): ~40 ms of every Python task, more than the rest of
+    a small task's overhead. These archives do not change while the application runs; other
+    archives (``addPyFile``) are invalidated as before. It lives here, not in a module of its
+    own, because this is the one module that imports pyspark.
     """
     import zipimport
 

@@ -211,7 +211,8 @@ def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
     go through the ``max_by`` aggregation, whose variable-length buffer sorts every row it sees
     (a 9 M-key rebuild ran out of memory sorting them all), and the others pass through an anti
     join against them: broadcast up to ``REPEATED_KEYS_BROADCAST`` keys, else shuffled hash
-    (rows shuffled, not sorted). Keys compare null-safe."""
+    (rows shuffled, not sorted). Keys compare null-safe. With repeated keys their aggregation
+    runs again for the join (not cached: the frame outlives this call; such keys are rare)."""
     names = list(schema.primary_key) or [KEY]
     copies = decoded.groupBy(*names).agg(F.count(F.lit(1)).alias(_COPIES))
     repeated = copies.where(F.col(_COPIES) > 1).select(*(F.col(n).alias(f"__r_{n}") for n in names))
@@ -246,7 +247,7 @@ class Rebuild:
 
     def rows(self) -> DataFrame:
         """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
-        of every key. Runs ``newest_per_key``'s Spark job."""
+        of every key. Runs ``newest_per_key``'s Spark job at each call."""
         winners = newest_per_key(self.changes, self.schema)
         live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
         return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
