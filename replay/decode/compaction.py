@@ -287,7 +287,11 @@ def rebuild_table(
     if candidates:
         changes, bad = after_truncates(changes, truncates), unkeyed.unionByName(bad)
     else:
-        truncates = latest.sparkSession.createDataFrame([], TRUNCATES_SCHEMA)
+        # No truncates, planned on the JVM (createDataFrame of an empty list costs 0.35 s cold).
+        truncates = latest.limit(0).select(
+            "topic", "partition", F.lit(None).cast(T.LongType()).alias(TRUNCATE_OFFSET),
+            F.lit(None).cast(T.StringType()).alias(TRUNCATE_POS),
+        )  # fmt: skip
     return Rebuild(changes, truncates, bad, decoded.all, schema)
 
 
