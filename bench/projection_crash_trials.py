@@ -25,7 +25,7 @@ from cdc.runtime.broker import LocalKafkaBroker
 from replay.spark import spark_session
 from tests.replay.crash_workers import TrialResult
 from tests.replay.projection.crash_trials import ProjectionWorkerPool, layout_of, run_trial
-from tests.replay.tables.crash_trials import build_changelog, input_events
+from tests.replay.tables.trial_changelog import build_changelog, input_events
 
 
 def main(argv: list[str]) -> int:

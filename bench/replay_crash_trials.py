@@ -25,15 +25,9 @@ from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
 from replay.spark import spark_session
 from tests.replay.crash_workers import TrialResult
-from tests.replay.tables.crash_trials import (
-    ReplayWorkerPool,
-    build_changelog,
-    fold,
-    input_events,
-    rows_of,
-    run_trial,
-)
+from tests.replay.tables.crash_trials import ReplayWorkerPool, rows_of, run_trial
 from tests.replay.tables.crash_worker import ReplayLayout, replay_to_end
+from tests.replay.tables.trial_changelog import build_changelog, fold, input_events
 
 
 def main(argv: list[str]) -> int:

@@ -1,5 +1,6 @@
 """The architecture holds: ``cdc`` <- ``projections`` <- ``replay``, ``replay``'s subpackages in
-layers, and each heavy dependency imported by one module only (docs/CONTRIBUTING.md)."""
+layers, each heavy dependency imported by one module only, modules within 300 lines
+(docs/CONTRIBUTING.md)."""
 
 from __future__ import annotations
 
@@ -78,3 +79,18 @@ def test_each_heavy_dependency_has_one_importing_module() -> None:
     assert {name: sorted(paths) for name, paths in importers.items()} == {
         name: [path] for name, path in HEAVY.items()
     }
+
+
+MAX_MODULE_LINES = 300
+
+
+def test_modules_stay_within_300_lines() -> None:
+    """Modules are split by responsibility before they grow past 300 lines (the package code,
+    the tests and the benchmarks alike)."""
+    long = {
+        str(path.relative_to(REPO_ROOT)): lines
+        for part in (*PACKAGES, "tests", "bench")
+        for path in (REPO_ROOT / part).rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

@@ -1,18 +1,22 @@
 """Where a full rebuild spends its time, per Spark job, on a cold and then a warm JVM.
 
     .venv/bin/python -m bench.replay.profile_jobs [--events 1000000] [--keys 100000] [--sink duckdb]
+        [--cprofile]
 
 Starts a broker, produces the benchmark changelog (``bench.replay.changelog``), and runs the same
 ``ReplayEngine`` rebuild ``--runs`` times in one SparkSession, each into a fresh table. After each
 run it prints the run's wall time and every Spark job it ran (start within the run, wall time,
 its tasks' run, CPU and GC seconds, stages, tasks, call site), read from Spark's REST API; the
-time in which no job ran is the driver's (plan, schema, sink load).
+time in which no job ran is the driver's (plan, schema, sink load); ``--cprofile`` shows where
+the driver's Python spends the first run.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import shutil
 import tempfile
 import time
@@ -78,6 +82,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--sink", choices=("duckdb", "delta"), default="duckdb")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="profile the driver's Python in the first run (cumulative times, the 40 highest)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-profile-jobs-"))
     broker = LocalKafkaBroker(work / "broker", heap="2g")
@@ -93,8 +102,14 @@ def main() -> None:
             seen = {j["jobId"] for j in _jobs(ui, app)}
             started, wall = time.monotonic(), time.time()
             job = ReplayJob((TOPIC,), declared={TOPIC: declared_spec()})
+            profiler = cProfile.Profile() if args.cprofile and run == 0 else None
+            if profiler is not None:
+                profiler.enable()
             (result,) = ReplayEngine(spark, stream, sink).run(job)
             took = time.monotonic() - started
+            if profiler is not None:
+                profiler.disable()
+                pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
             jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
             in_jobs = _busy(jobs)
             print(f"run {run}: {took:.1f} s ({result.mode}), {len(jobs)} Spark jobs "

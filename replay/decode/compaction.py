@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from cdc.streams.protocol import TopicPartition
 from replay.decode.changes import (
     ERROR,
-    KEY,
     OFFSET,
     PARTITION,
     TOPIC,
@@ -34,6 +33,7 @@ from replay.decode.changes import (
     decode_native,
 )
 from replay.decode.position import STREAM_POSITION_CHARS, source_part
+from replay.decode.repeated_keys import newest_per_key
 from replay.decode.schema import TopicSchema
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes
@@ -44,7 +44,6 @@ CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
 TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
 LIVE_OFFSET, LIVE_VALUE = "__live_offset", "__live_value"
 _TRUNCATE_SOURCE = "__truncate_source"
-_COPIES = "__copies"
 TRUNCATES_SCHEMA = T.StructType(
     [
         T.StructField("topic", T.StringType()),
@@ -195,42 +194,6 @@ def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> 
     for condition in conditions:
         cleared = cleared | F.coalesce(condition, F.lit(False))
     return decoded.where(~cleared)
-
-
-REPEATED_KEYS_BROADCAST = 100_000
-"""At most this many primary keys found in several partitions are broadcast to pick their newest
-change; more go through a shuffled hash join."""
-
-
-def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
-    """The change with the highest ``__pos`` of every primary key (record key without one).
-
-    After ``latest_records`` a key has one change unless it survived in several partitions
-    (a repartitioned topic). A Spark job (a hash aggregation of the keys: persist ``decoded``
-    first) counts those keys: with none, ``decoded`` is the answer as it is; otherwise only they
-    go through the ``max_by`` aggregation, whose variable-length buffer sorts every row it sees
-    (a 9 M-key rebuild ran out of memory sorting them all), and the others pass through an anti
-    join against them: broadcast up to ``REPEATED_KEYS_BROADCAST`` keys, else shuffled hash
-    (rows shuffled, not sorted). Keys compare null-safe. With repeated keys their aggregation
-    runs again for the join (not cached: the frame outlives this call; such keys are rare)."""
-    names = list(schema.primary_key) or [KEY]
-    copies = decoded.groupBy(*names).agg(F.count(F.lit(1)).alias(_COPIES))
-    repeated = copies.where(F.col(_COPIES) > 1).select(*(F.col(n).alias(f"__r_{n}") for n in names))
-    found = repeated.limit(REPEATED_KEYS_BROADCAST + 1).count()
-    if not found:
-        return decoded
-    same = [decoded[n].eqNullSafe(F.col(f"__r_{n}")) for n in names]
-    on = same[0]
-    for condition in same[1:]:
-        on &= condition
-    if found <= REPEATED_KEYS_BROADCAST:
-        repeated = F.broadcast(repeated)
-    else:
-        repeated = repeated.hint("shuffle_hash")
-    single = decoded.join(repeated, on, "left_anti")
-    several = decoded.join(repeated, on, "left_semi")
-    newest = F.max_by(F.struct(*decoded.columns), F.col(POS)).alias("newest")
-    return single.unionByName(several.groupBy(*names).agg(newest).select("newest.*"))
 
 
 @dataclass(frozen=True)

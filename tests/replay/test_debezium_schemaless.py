@@ -25,7 +25,7 @@ from replay.cli.main import main
 from replay.sinks.registry import open_sink
 from replay.tables.engine import target_table
 from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, TABLES, Workload
-from tests.replay.test_debezium_mirror import State, assert_rows_equal, database_state, mirror_rows
+from tests.replay.debezium_source import State, assert_rows_equal, database_state, mirror_rows
 
 pytestmark = pytest.mark.integration
 

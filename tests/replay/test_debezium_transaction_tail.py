@@ -38,7 +38,7 @@ from replay.projection.engine import ProjectionEngine
 from replay.projection.versions import ProjectionVersions
 from replay.sinks.registry import open_sink
 from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, TABLES, Workload
-from tests.replay.test_debezium_mirror import State, assert_rows_equal, database_state, mirror_rows
+from tests.replay.debezium_source import State, assert_rows_equal, database_state, mirror_rows
 
 pytestmark = pytest.mark.integration
 

@@ -11,12 +11,16 @@ readers see a valid mix of old and new files.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from cdc.streams.local.appender import PartitionAppender
 from cdc.streams.local.errors import CorruptLogError
 from cdc.streams.local.frames import FrameError, FrameInfo, scan_frames
-from cdc.streams.local.journal import PartitionState
+from cdc.streams.local.journal import JournalState, PartitionState
 from cdc.streams.local.segments import (
     CLEANED_SUFFIX,
     INDEX_ENTRY,
@@ -25,6 +29,9 @@ from cdc.streams.local.segments import (
     list_segments,
     log_path,
 )
+from cdc.streams.local.settings import LocalLogSettings
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +158,28 @@ def _swap_in(
         os.unlink(index_path(directory, base))
     if settings.sync and len(members) > 1:
         fsync_directory(directory)
+
+
+def compact_rolled(
+    touched: Iterable[PartitionAppender], state: JournalState, settings: LocalLogSettings
+) -> None:
+    """After a commit: compact each compacted partition the transaction wrote to that has rolled
+    ``settings.auto_compact_bytes`` since its last compaction (a failure is logged and retried
+    after a later commit: the commit itself already happened)."""
+    threshold = settings.auto_compact_bytes
+    if threshold is None:
+        return
+    compaction = CompactionSettings(
+        settings.segment_bytes,
+        settings.index_interval_bytes,
+        settings.delete_retention_ms,
+        settings.sync,
+    )
+    for appender in touched:
+        if state.topics[appender.topic].compacted and appender.rolled_bytes >= threshold:
+            appender.rolled_bytes = 0
+            try:
+                now_ms = time.time_ns() // 1_000_000
+                compact_partition(appender.directory, appender.committed, compaction, now_ms)
+            except Exception:
+                _log.exception("compaction of %s failed", appender.tp)

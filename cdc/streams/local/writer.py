@@ -13,7 +13,6 @@ when it next begins or commits (a new writer waits up to ``lock_timeout_s`` for 
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -22,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from cdc.errors import ChangeEventError
 from cdc.streams.local.appender import PartitionAppender, recover_partition
-from cdc.streams.local.compaction import CompactionSettings, compact_partition
+from cdc.streams.local.compaction import compact_rolled
 from cdc.streams.local.errors import FencedWriterError, TopicConfigError
 from cdc.streams.local.journal import Journal, PartitionState, commit_record
 from cdc.streams.local.locks import FileLock
@@ -31,7 +30,6 @@ from cdc.streams.local.settings import WRITER_LOCK, LocalLogSettings, partition_
 from cdc.streams.partitioner import partition_for
 from cdc.streams.protocol import StreamReader, TopicPartition
 
-_log = logging.getLogger(__name__)
 _LIVE: dict[tuple[str, str], weakref.ref[LocalTransactionalWriter]] = {}
 _LIVE_GUARD = threading.Lock()
 
@@ -207,7 +205,7 @@ class LocalTransactionalWriter:
                 raise
             for appender in touched:
                 appender.committed_as(parts[appender.tp])
-            self._auto_compact()
+            compact_rolled(self._touched.values(), self._journal.state, self._settings)
             self._touched.clear()
             self._in_txn = False
             self._lock.release()
@@ -223,25 +221,6 @@ class LocalTransactionalWriter:
                 self._fenced = True
                 self._check_usable()
             self._journal.append(commit_record(self.transactional_id, self._epoch, parts, groups))
-
-    def _auto_compact(self) -> None:
-        threshold = self._settings.auto_compact_bytes
-        if threshold is None:
-            return
-        settings = CompactionSettings(
-            self._settings.segment_bytes,
-            self._settings.index_interval_bytes,
-            self._settings.delete_retention_ms,
-            self._settings.sync,
-        )
-        for appender in self._touched.values():
-            meta = self._journal.state.topics[appender.topic]
-            if meta.compacted and appender.rolled_bytes >= threshold:
-                appender.rolled_bytes = 0
-                try:
-                    compact_partition(appender.directory, appender.committed, settings, _now_ms())
-                except Exception:  # the commit already happened; compaction retries next time
-                    _log.exception("compaction of %s failed", appender.tp)
 
     def abort(self) -> None:
         """Discard the open transaction; its records are never visible."""
@@ -301,7 +280,3 @@ def _position(value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"a consumed position must be an offset >= 0, got {value!r}")
     return value
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -1,15 +1,14 @@
 """Partitioned processors on the local log, in one process: members share the tasks, each task's
-state and changelog stay on its input partition, standbys, queries, and the errors a user meets.
-(The kill -9 trials on Kafka and the local log are in test_group_crashes.)"""
+state and changelog stay on its input partition, queries, and the errors a user meets. (Standbys
+are in test_group_standbys, the kill -9 trials on Kafka and the local log in test_group_crashes.)"""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable, Iterator
-from decimal import Decimal
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
@@ -20,56 +19,22 @@ from cdc.examples import PAYMENTS_PER_CUSTOMER, TICKETS_SOLD, count_payment, sel
 from cdc.processor import InputEvent, ProcessorConfig
 from cdc.processor.group import GroupProcessor
 from cdc.processor.queries import MemberQueries, TaskNotHere
-from cdc.processor.tasks import standby_tasks, wanted_standbys
 from cdc.state import StateTransaction
 from cdc.streams.local import LocalLog
 from cdc.streams.local.errors import FencedWriterError
 from cdc.streams.partitioner import partition_for
 from cdc.streams.protocol import EventStream, TopicPartition, TransactionLostError
 from cdc.streams.registry import open_stream
+from tests.cdc.processor.group_members import TOPIC, member, open_group_log, run_until_idle, state
 from tests.cdc.processor.test_group_crashes import produce_keyed
 from tests.cdc.processor.test_processor import changelog_state, expected_totals, payments
-
-TOPIC = "payments-in"
 
 
 @pytest.fixture
 def stream(tmp_path: Path) -> Iterator[LocalLog]:
-    log = LocalLog.from_url(f"local://{tmp_path}/log")
-    log.ensure_topic(TOPIC, 4)
+    log = open_group_log(tmp_path)
     yield log
     log.close()
-
-
-def member(stream: LocalLog, tmp_path: Path, name: str, **kwargs: object) -> GroupProcessor:
-    config = ProcessorConfig("pay", (TOPIC,), store_url=f"rocksdb://{tmp_path}/stores",
-                             commit_max_events=50)  # fmt: skip
-    processor = GroupProcessor(
-        config,
-        stream,
-        [PAYMENTS_PER_CUSTOMER],
-        count_payment,
-        member=name,
-        **kwargs,  # type: ignore[arg-type]
-    )
-    processor.start()
-    return processor
-
-
-def state(*members: GroupProcessor) -> dict[str, tuple[int, Decimal]]:
-    out: dict[str, tuple[int, Decimal]] = {}
-    for m in members:
-        for task in m.tasks.values():
-            for row in task.tables.view(PAYMENTS_PER_CUSTOMER).scan():
-                assert row["customer_id"] not in out, "a key in two tasks"
-                out[row["customer_id"]] = (row["payments"], row["total_amount"])
-    return out
-
-
-def run_until_idle(*members: GroupProcessor, rounds: int = 3) -> None:
-    for _ in range(rounds):
-        for m in members:
-            m.run(idle_timeout_s=0.3)
 
 
 def test_two_members_share_the_tasks_and_keep_state_on_the_input_partition(
@@ -162,90 +127,6 @@ def test_queries_find_a_key_in_its_task_and_name_the_owner_when_elsewhere(
     assert all(s.lag == 0 for s in status.values())
     a.close()
     b.close()
-
-
-def test_a_standby_takes_over_with_only_the_tail(stream: LocalLog, tmp_path: Path) -> None:
-    produce_keyed(stream, TOPIC, payments(400, seed=6))
-    a = member(stream, tmp_path, "a")
-    b = member(stream, tmp_path, "b", standby_replicas=1)
-    run_until_idle(a, b)
-    owned_by_a = set(a.tasks)
-    b.run(idle_timeout_s=1.2)  # standbys apply what a wrote
-    tail = payments(40, seed=7)
-    produce_keyed(stream, TOPIC, tail)
-    run_until_idle(a)
-    a.close()
-    b.run(idle_timeout_s=0.6)
-    taken = [e for e in b.rebalances if e.kind == "assigned" and set(e.tasks) & owned_by_a]
-    assert taken, b.rebalances
-    assert sum(taken[-1].restored_events.values()) <= 40  # the tail, not the whole changelog
-    assert set(b.tasks) == {0, 1, 2, 3}
-    assert state(b) == expected_totals(payments(400, seed=6) + tail)
-    b.close()
-
-
-def test_standby_placement_follows_the_owner_ring() -> None:
-    owners = {0: "a", 1: "b", 2: "c", 3: "a"}
-    assert standby_tasks(owners, "b", 1) == {0, 3}
-    assert standby_tasks(owners, "c", 1) == {1}
-    assert standby_tasks(owners, "a", 2) == {1, 2}  # after b: c, a; after c: a, b
-    assert standby_tasks(owners, "b", 5) == {0, 2, 3}  # more replicas than members: all others
-    assert standby_tasks({0: "a"}, "d", 1) == {0}  # a member with no task is in the ring too
-    assert standby_tasks({0: "a", 1: "b"}, "c", 1) == {1}
-    assert standby_tasks({1: "b"}, "a", 1, kept=[0, 1]) == {0, 1}  # task 0 in handover: kept
-
-
-def test_standbys_stay_while_the_owners_cannot_be_read(tmp_path: Path) -> None:
-    """The group's view is advice: a member that cannot read it (the broker away) keeps the
-    standbys it has and processing goes on; the next refresh tries again."""
-
-    class Unreachable:
-        def task_owners(self, group: str, topic: str) -> dict[int, str]:
-            raise UsageError(f"describing consumer group {group}: broker unreachable")
-
-    config = ProcessorConfig("pay", (TOPIC,), store_url="memory://")
-    stream = cast(EventStream, Unreachable())
-    assert wanted_standbys(stream, config, "b", 1, active=[1], kept=[0, 3]) == {0, 3}
-
-
-def test_standbys_spread_one_per_task_and_move_when_a_member_leaves(
-    stream: LocalLog, tmp_path: Path
-) -> None:
-    """Three members, ``standby_replicas=1``: each task has one standby, on the member after its
-    owner (never the owner); when a member leaves, a standby takes its task with the tail only
-    and the standbys spread again over the two left."""
-    events = payments(400, seed=21)
-    produce_keyed(stream, TOPIC, events)
-    members = [member(stream, tmp_path, n, standby_replicas=1) for n in ("a", "b", "c")]
-    run_until_idle(*members)
-    run_until_idle(*members, rounds=2)  # standbys follow the owners they now know of
-
-    def placement() -> tuple[dict[int, str], dict[int, list[str]]]:
-        owners = {p: m.member for m in members for p in m.tasks}
-        standbys: dict[int, list[str]] = {}
-        for m in members:
-            for p in m.standbys:
-                standbys.setdefault(p, []).append(m.member)
-        return owners, standbys
-
-    owners, standbys = placement()
-    assert sorted(owners) == [0, 1, 2, 3]
-    ring = ["a", "b", "c"]
-    assert standbys == {p: [ring[(ring.index(o) + 1) % 3]] for p, o in owners.items()}
-    leaving = members.pop(0)  # a: tasks 0 and 3 (task p goes to the p % n-th live member)
-    warm = {m.member: set(leaving.tasks) & set(m.standbys) for m in members}
-    assert warm["b"]  # b keeps the standbys of a's tasks
-    leaving.close()
-    run_until_idle(*members, rounds=4)
-    owners, standbys = placement()
-    assert sorted(owners) == [0, 1, 2, 3]
-    assert standbys == {p: [("c" if o == "b" else "b")] for p, o in owners.items()}
-    promoted = {p: e.restored_events[p] for m in members for e in m.rebalances
-                if e.kind == "assigned" for p in e.tasks if p in warm[m.member]}  # fmt: skip
-    assert promoted and set(promoted.values()) == {0}  # no input since: an empty tail
-    assert state(*members) == expected_totals(events)
-    for m in members:
-        m.close()
 
 
 def clear_on_reset(event: InputEvent, tx: StateTransaction) -> None:

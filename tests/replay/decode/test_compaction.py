@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cdc.state.changes import CapturedChange
-from replay.decode import compaction
+from replay.decode import compaction, repeated_keys
 from replay.decode.compaction import (
     WINNER_BROADCAST_BYTES,
     broadcasts_winners,
@@ -102,7 +102,7 @@ def test_keys_in_several_partitions_keep_their_newest_change(
     """Keys 9 and 10 survive compaction in two partitions each: the newest change of each wins,
     picked by a broadcast of those keys, or by a shuffled hash join when there are more of them
     than ``REPEATED_KEYS_BROADCAST``."""
-    monkeypatch.setattr(compaction, "REPEATED_KEYS_BROADCAST", at_most)
+    monkeypatch.setattr(repeated_keys, "REPEATED_KEYS_BROADCAST", at_most)
     log, table = _history()
     latest = latest_records(raw_frame(spark, log.records)).persist()
     rebuild = rebuild_table(latest, _schema(log))

@@ -42,7 +42,7 @@ from tests.replay.projection.crash_worker import (
     project_to_end,
     projection_plan,
 )
-from tests.replay.tables.crash_trials import Changelog, Totals, fold
+from tests.replay.tables.trial_changelog import Changelog, Totals, fold
 
 Tiers = dict[str, tuple[int, Decimal, Decimal, Decimal]]
 """Per tier: customers, their total, the smallest and the largest customer's total."""

@@ -21,7 +21,7 @@ from replay.sinks.delta_projection import DeltaProjectionStore
 from replay.sinks.registry import open_sink
 from tests.replay.projection.crash_trials import ProjectionWorkerPool, layout_of, run_trial
 from tests.replay.projection.workload import TOPIC, SalesTopic
-from tests.replay.tables.crash_trials import Changelog, changelog_factory
+from tests.replay.tables.trial_changelog import Changelog, changelog_factory
 
 EVENTS = 300
 BATCH_OFFSETS = {"duckdb": 80, "delta": 150}

@@ -20,15 +20,9 @@ from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
 from replay.tables.batches import cut_batches
-from tests.replay.tables.crash_trials import (
-    Changelog,
-    ReplayWorkerPool,
-    changelog_factory,
-    fold,
-    rows_of,
-    run_trial,
-)
+from tests.replay.tables.crash_trials import ReplayWorkerPool, rows_of, run_trial
 from tests.replay.tables.crash_worker import replay_to_end
+from tests.replay.tables.trial_changelog import Changelog, changelog_factory, fold
 
 EVENTS = 800
 # About 5 catch-up batches over the ~970 offsets of the changelog: each batch is a few Spark
