@@ -123,20 +123,35 @@ def _big_transaction(source: Source) -> None:
     workload.transactions += 1
 
 
+def captured_database(
+    postgres: LocalPostgres, bootstrap: str, work_dir: Path, name: str, *, seed: int,
+    accounts: int, entries: int, **options: Any,
+) -> tuple[CaptureOptions, Any, Workload, DebeziumCapture]:  # fmt: skip
+    """A new database (``name_<random>``) with the workload's tables and seed rows, and its
+    capture into new topics (prefix ``pg<name>-<random>``, ``options`` as ``CaptureOptions``
+    takes them), started: (options, connection, workload, capture). Stop the capture and close
+    the connection after."""
+    tag = uuid.uuid4().hex[:8]
+    dsn = postgres.create_database(f"{name}_{tag}")
+    chosen = CaptureOptions(
+        pg_dsn=dsn, bootstrap=bootstrap, topic_prefix=f"pg{name}-{tag}", tables=TABLES, **options
+    )
+    conn = pg_client.connect(dsn)
+    workload = Workload(conn, seed=seed)
+    workload.create_schema()
+    workload.seed_rows(accounts=accounts, entries=entries)
+    capture = DebeziumCapture(chosen, work_dir)
+    capture.start()
+    return chosen, conn, workload, capture
+
+
 def start_source(postgres: LocalPostgres, bootstrap: str, work_dir: Path) -> Source:
     """A new database captured into new topics, the workload run and its states recorded."""
-    dsn = postgres.create_database(f"mirror_{uuid.uuid4().hex[:8]}")
-    options = CaptureOptions(
-        pg_dsn=dsn, bootstrap=bootstrap, topic_prefix=f"pgmirror-{uuid.uuid4().hex[:8]}",
-        tables=TABLES, transaction_metadata=True, partitions=PARTITIONS,
+    options, conn, workload, capture = captured_database(
+        postgres, bootstrap, work_dir, "mirror", seed=20250301, accounts=15, entries=40,
+        transaction_metadata=True, partitions=PARTITIONS,
     )  # fmt: skip
-    conn = pg_client.connect(dsn)
-    workload = Workload(conn, seed=20250301)
-    workload.create_schema()
-    workload.seed_rows(accounts=15, entries=40)
-    capture = DebeziumCapture(options, work_dir)
-    found = Source(dsn, options, capture, conn, workload)
-    capture.start()
+    found = Source(options.pg_dsn, options, capture, conn, workload)
     try:
         capture.wait_caught_up()
         workload.run(transactions=60)
@@ -144,7 +159,7 @@ def start_source(postgres: LocalPostgres, bootstrap: str, work_dir: Path) -> Sou
         workload.truncate_entries()
         workload.run(transactions=40)
         found.mid = database_state(conn)
-        found.mid_lsn = pg_client.current_wal_lsn(dsn)
+        found.mid_lsn = pg_client.current_wal_lsn(options.pg_dsn)
         workload.run(transactions=40)
         _big_transaction(found)
         workload.run(transactions=40)

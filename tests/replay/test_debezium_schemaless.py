@@ -11,21 +11,24 @@ from the declaration file, as a user would write it.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cdc.runtime import pg_client
-from cdc.runtime.debezium_capture import CaptureOptions, DebeziumCapture
 from cdc.runtime.postgres import LocalPostgres
 from replay.cli.main import main
 from replay.sinks.registry import open_sink
 from replay.tables.engine import target_table
-from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, TABLES, Workload
-from tests.replay.debezium_source import State, assert_rows_equal, database_state, mirror_rows
+from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, TABLES
+from tests.replay.debezium_source import (
+    State,
+    assert_rows_equal,
+    captured_database,
+    database_state,
+    mirror_rows,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -65,18 +68,11 @@ def captured(
 ) -> Iterator[tuple[str, str, State]]:
     """(mode, topic prefix, the database's final rows) of a schemaless capture in ``mode``."""
     mode = str(request.param)
-    dsn = postgres.create_database(f"schemaless_{uuid.uuid4().hex[:8]}")
-    options = CaptureOptions(
-        pg_dsn=dsn, bootstrap=kafka_bootstrap, topic_prefix=f"pgless-{uuid.uuid4().hex[:8]}",
-        tables=TABLES, schemas_enable=False, partitions=2,
+    options, conn, workload, capture = captured_database(
+        postgres, kafka_bootstrap, tmp_path_factory.mktemp(f"capture-{mode}"), "less",
+        seed=20251125, accounts=12, entries=30, schemas_enable=False, partitions=2,
         properties={"decimal.handling.mode": mode},
     )  # fmt: skip
-    conn = pg_client.connect(dsn)
-    workload = Workload(conn, seed=20251125)
-    workload.create_schema()
-    workload.seed_rows(accounts=12, entries=30)
-    capture = DebeziumCapture(options, tmp_path_factory.mktemp(f"capture-{mode}"))
-    capture.start()
     try:
         capture.wait_caught_up()
         workload.run(transactions=40)

@@ -28,8 +28,6 @@ from typing import Any
 
 import pytest
 
-from cdc.runtime import pg_client
-from cdc.runtime.debezium_capture import CaptureOptions, DebeziumCapture
 from cdc.runtime.postgres import LocalPostgres
 from cdc.streams.kafka_stream import KafkaEventStream
 from cdc.streams.protocol import StreamRecord
@@ -37,8 +35,14 @@ from replay.cli.main import main
 from replay.projection.engine import ProjectionEngine
 from replay.projection.versions import ProjectionVersions
 from replay.sinks.registry import open_sink
-from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, TABLES, Workload
-from tests.replay.debezium_source import State, assert_rows_equal, database_state, mirror_rows
+from tests.cdc.runtime.pg_workload import ACCOUNTS, ENTRIES, TABLES
+from tests.replay.debezium_source import (
+    State,
+    assert_rows_equal,
+    captured_database,
+    database_state,
+    mirror_rows,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -64,17 +68,10 @@ class Captured:
 def captured(
     postgres: LocalPostgres, kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Captured]:
-    dsn = postgres.create_database(f"tail_{uuid.uuid4().hex[:8]}")
-    options = CaptureOptions(
-        pg_dsn=dsn, bootstrap=kafka_bootstrap, topic_prefix=f"pgtail-{uuid.uuid4().hex[:8]}",
-        tables=TABLES, transaction_metadata=True, partitions=PARTITIONS,
+    options, conn, workload, capture = captured_database(
+        postgres, kafka_bootstrap, tmp_path_factory.mktemp("tail-capture"), "tail",
+        seed=20261125, accounts=10, entries=20, transaction_metadata=True, partitions=PARTITIONS,
     )  # fmt: skip
-    conn = pg_client.connect(dsn)
-    workload = Workload(conn, seed=20261125)
-    workload.create_schema()
-    workload.seed_rows(accounts=10, entries=20)
-    capture = DebeziumCapture(options, tmp_path_factory.mktemp("tail-capture"))
-    capture.start()
     try:
         capture.wait_caught_up()
         workload.run(transactions=30)
