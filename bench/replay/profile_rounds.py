@@ -1,13 +1,15 @@
 """Where a ``--follow`` round spends its time, per Spark job and per phase of the engine.
 
     .venv/bin/python -m bench.replay.profile_rounds [--sink duckdb|delta] [--changes 1000]
-        [--rounds 8] [--keys 10000] [--stream kafka|local]
+        [--rounds 8] [--keys 10000] [--stream kafka|local] [--cprofile | --phases]
 
 Starts a broker (or a local log), writes ``--keys`` rows of the follow benchmark's table
 (``SalesTopic``, 2 partitions), builds the table, then runs ``--rounds`` rounds as ``replay
 --follow`` does: ``--changes`` updates written in transactions of 100, then one catch-up
 (``ReplayEngine.run`` from the ledger). Per round it prints the wall time, the Spark jobs (from
 the REST API: wall time, tasks, call site) and the time outside them (the driver's).
+``--phases`` then prints the mean wall time per round of each engine step from round 2 on
+(``bench.replay.round_phases``); ``--cprofile`` the driver's cProfile from round 2 on.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from bench.live_readers import _row
 from bench.replay.follow_latency import fresh_stream
 from bench.replay.profile_jobs import _jobs, _seconds
+from bench.replay.round_phases import PhaseTimers
 from cdc.streams.protocol import EventStream
 from projections.change_ops import RowChange
 from replay.reading.bounds import Bound, BoundKind
@@ -41,6 +44,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--stream", choices=("kafka", "local"), default="kafka")
     parser.add_argument("--cprofile", action="store_true", help="profile the driver from round 2")
+    parser.add_argument("--phases", action="store_true", help="time engine steps from round 2")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-profile-rounds-"))
     try:
@@ -60,6 +64,9 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
     engine = ReplayEngine(spark, stream, sink)
     job = ReplayJob((feeder.topic,))
     profiler = cProfile.Profile() if args.cprofile else None
+    phases = PhaseTimers() if args.phases else None
+    if phases is not None:
+        phases.install(spark)
     for round_ in range(args.rounds + 1):
         if round_:
             for first in range(0, args.changes, 100):
@@ -73,6 +80,8 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
         started = time.monotonic()
         if round_ >= 2 and profiler is not None:
             profiler.enable()
+        if round_ == 2 and phases is not None:
+            phases.clear()
         (result,) = engine.run(job)
         if profiler is not None:
             profiler.disable()
@@ -88,6 +97,9 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
                   f"  {(j.get('description') or j['name'])[:100]}")  # fmt: skip
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
+    if phases is not None:
+        print(f"engine steps, mean of rounds 2-{args.rounds} (nested steps count in both):")
+        phases.report(args.rounds - 1)
     sink.close()
     spark.stop()
 

@@ -1,0 +1,66 @@
+"""Wall time per phase of the replay engine, for ``profile_rounds --phases``.
+
+``PhaseTimers.install(spark)`` wraps the engine's steps (the module-level functions ``ReplayEngine``
+calls, its schema read, and the DuckDB sink's ledger reads, staging and write) in timers that add
+up their wall time; ``report(rounds)`` prints the mean per round, largest first. A profiling aid
+only: the wrappers stay until the process ends. Unlike cProfile it adds almost nothing to a
+round, so the shares are those of an unprofiled round.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import time
+from typing import Any
+
+from replay.sinks import duckdb_files
+from replay.sinks.duckdb_sink import DuckDBSink
+from replay.sinks.duckdb_store import DuckDBStore
+from replay.spark import SparkSession
+from replay.tables import engine
+
+_ENGINE_STEPS = (
+    "plan_replay", "hold_open_transactions", "read_records", "decode_native", "batch_changes",
+    "find_truncates", "handle_bad_records",
+)  # fmt: skip
+
+
+class PhaseTimers:
+    """Seconds spent in each wrapped step since the last ``clear``."""
+
+    def __init__(self) -> None:
+        self.seconds: collections.defaultdict[str, float] = collections.defaultdict(float)
+
+    def install(self, spark: SparkSession) -> None:
+        """Wrap the steps (once per process; ``spark`` tells the session's DataFrame class)."""
+        for name in _ENGINE_STEPS:
+            self._wrap(engine, name, name)
+        self._wrap(engine.ReplayEngine, "_schema", "engine: newest schema read")
+        self._wrap(DuckDBSink, "positions", "duckdb: ledger read (plan)")
+        self._wrap(DuckDBSink, "_covered", "duckdb: ledger read (pre-check)")
+        self._wrap(DuckDBSink, "merge", "duckdb: merge, all of it")
+        self._wrap(DuckDBStore, "merge", "duckdb: MERGE transaction")
+        self._wrap(duckdb_files, "connect", "duckdb: open the file")
+        self._wrap(type(spark.range(0)), "toArrow", "spark: toArrow (staging job)")
+
+    def clear(self) -> None:
+        self.seconds.clear()
+
+    def report(self, rounds: int) -> None:
+        """Print the mean milliseconds per round of each step, largest first."""
+        for name, seconds in sorted(self.seconds.items(), key=lambda kv: -kv[1]):
+            print(f"  {name:34s} {seconds / max(1, rounds) * 1000:7.1f} ms per round")
+
+    def _wrap(self, owner: Any, attribute: str, label: str) -> None:
+        original = getattr(owner, attribute)
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[label] += time.perf_counter() - started
+
+        setattr(owner, attribute, timed)
