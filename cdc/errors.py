@@ -60,3 +60,8 @@ class ChangeEventError(UserError, ValueError):
 
 class SetupError(UserError, RuntimeError):
     """A local component (Java, Maven, the broker, Spark) cannot start; the message says the fix."""
+
+
+class UnavailableError(UserError):
+    """The stream or a sink could not be reached in time, or stayed busy: the same step may
+    succeed later (``--follow`` retries its round; a one-off command stops)."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-from cdc.errors import UsageError, UserError
+from cdc.errors import UnavailableError, UsageError, UserError
 from cdc.streams import kafka_client as kc
 from cdc.streams.kafka_writer import KafkaTransactionalWriter
 from cdc.streams.protocol import PartitionBounds, Rebalance, StreamRecord, TopicPartition
@@ -20,6 +20,29 @@ _METADATA_TIMEOUT_S = 30.0
 
 class KafkaStreamError(UserError, RuntimeError):
     """A Kafka operation failed; the message names the topic and partition involved."""
+
+
+class KafkaUnavailableError(KafkaStreamError, UnavailableError):
+    """The cluster did not answer in time (down, restarting or unreachable)."""
+
+
+_UNAVAILABLE_CODES = (
+    kc.KafkaError._ALL_BROKERS_DOWN,
+    kc.KafkaError._TRANSPORT,
+    kc.KafkaError._TIMED_OUT,
+    kc.KafkaError._RESOLVE,
+)
+
+
+def _failed(what: str, exc: kc.KafkaException) -> KafkaStreamError:
+    """``exc`` of ``what`` as our error: :class:`KafkaUnavailableError` when the cluster did not
+    answer (a retriable error, or one of ``_UNAVAILABLE_CODES``)."""
+    err = exc.args[0] if exc.args else None
+    if not isinstance(err, kc.KafkaError):
+        return KafkaStreamError(f"{what}: {exc}")
+    if err.retriable() or err.code() in _UNAVAILABLE_CODES:
+        return KafkaUnavailableError(f"{what}: {err.str()} (is the broker running and reachable?)")
+    return KafkaStreamError(f"{what}: {err.str()}")
 
 
 def _headers(raw: object) -> tuple[tuple[str, bytes], ...]:
@@ -90,6 +113,8 @@ class KafkaStreamReader:
         topic, partition = msg.topic() or "", msg.partition() or 0
         if err.code() != kc.KafkaError._PARTITION_EOF:
             where = f"{topic} partition {partition}" if topic else f"as consumer group {self.group}"
+            if err.retriable() or err.code() in _UNAVAILABLE_CODES:
+                raise KafkaUnavailableError(f"reading {where}: {err.str()}")
             raise KafkaStreamError(f"reading {where}: {err.str()}")
         return TopicPartition(topic, partition)
 
@@ -139,7 +164,13 @@ class KafkaEventStream:
             )
 
     def _partitions_or_none(self, topic: str) -> int | None:
-        meta = self._admin.list_topics(topic, timeout=_METADATA_TIMEOUT_S).topics.get(topic)
+        try:
+            listed = self._admin.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+        except kc.KafkaException as exc:
+            raise _failed(f"describing topic {topic} on {self.bootstrap}", exc) from exc
+        meta = listed.topics.get(topic)
+        if meta is not None and meta.error is not None and meta.error.retriable():
+            raise KafkaUnavailableError(f"describing topic {topic}: {meta.error.str()}")
         if meta is None or meta.error is not None:
             return None
         return len(meta.partitions)
@@ -148,7 +179,7 @@ class KafkaEventStream:
         try:
             names = self._admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics
         except kc.KafkaException as exc:
-            raise KafkaStreamError(
+            raise KafkaUnavailableError(
                 f"cannot list the topics of {self.url} within {_METADATA_TIMEOUT_S}s "
                 f"({exc.args[0].str()}): is the broker running and reachable?"
             ) from exc
@@ -170,12 +201,19 @@ class KafkaEventStream:
         return "compact" in str(entries["cleanup.policy"].value)
 
     def bounds(self, topic: str, partition: int) -> PartitionBounds:
-        return PartitionBounds(*kc.watermarks(self._meta, topic, partition))
+        try:
+            return PartitionBounds(*kc.watermarks(self._meta, topic, partition))
+        except kc.KafkaException as exc:
+            raise _failed(f"offsets of {topic} partition {partition}", exc) from exc
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
-        (found,) = self._meta.offsets_for_times(
-            [kc.KafkaPartition(topic, partition, timestamp_ms)], timeout=_METADATA_TIMEOUT_S
-        )
+        try:
+            (found,) = self._meta.offsets_for_times(
+                [kc.KafkaPartition(topic, partition, timestamp_ms)], timeout=_METADATA_TIMEOUT_S
+            )
+        except kc.KafkaException as exc:
+            where = f"{topic} partition {partition}"
+            raise _failed(f"the offset at {timestamp_ms} ms in {where}", exc) from exc
         end = self.bounds(topic, partition).end
         if found.offset < 0:
             return end

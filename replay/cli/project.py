@@ -10,7 +10,6 @@ version beside it, verifies and swaps; ``--rollback`` serves the previous versio
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from rich.console import Console
 from cdc.errors import UsageError
 from cdc.events.declarations import load_declarations
 from projections import SqlProjection
+from replay.cli.follow import follow_rounds
 from replay.cli.replay import add_follow_arguments
 
 
@@ -94,15 +94,16 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"{projection.name}: version {report.version} {verdict}")
             if not report.swapped:
                 return 1
-        while True:
+
+        def run_round() -> bool:
             result = versions.serve(job)
             _print(console, projection.name, result, engine.lag(job.at_version(_active(versions))))
             if engine.tail is not None and engine.tail.held:
                 console.print(engine.tail.summary())
-            if not args.follow:
-                return 0
-            if not result.entries:  # caught up: wait; else the next round starts at once
-                time.sleep(args.poll)
+            return bool(result.entries)
+
+        follow_rounds(run_round, follow=args.follow, poll_s=args.poll)
+        return 0
     except KeyboardInterrupt:
         return 0
     finally:

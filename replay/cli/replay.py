@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from cdc.errors import UsageError
 from cdc.events.declarations import load_declarations
+from replay.cli.follow import follow_rounds
 from replay.progress import ProgressBars
 from replay.reading.bounds import Bound, BoundKind, parse_bound
 
@@ -48,7 +48,8 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
     """``--follow`` and ``--poll``, and how source transactions are applied (``replay`` and
     ``project`` alike)."""
-    p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C")
+    p.add_argument("--follow", action="store_true", help="keep applying new events until Ctrl-C "
+                   "(a round the stream or the sink cannot serve is retried)")  # fmt: skip
     p.add_argument(
         "--per-event",
         action="store_true",
@@ -115,8 +116,10 @@ def run_replay(args: argparse.Namespace) -> int:
                     console.print(plan.render())
                 console.print(engine.transaction_tail(job, plans).render())
                 return 0
-            while True:
-                results = engine.run(job)
+            rounds = [job]
+
+            def run_round() -> bool:
+                results = engine.run(rounds[-1])
                 for result in results:
                     console.print(
                         f"{result.topic} -> {result.table}: {result.mode}, offset span "
@@ -125,11 +128,11 @@ def run_replay(args: argparse.Namespace) -> int:
                     )
                 if engine.tail is not None and engine.tail.held:
                     console.print(engine.tail.summary())
-                if not args.follow:
-                    return 0
-                job = next_round(job)
-                if not any(r.entries for r in results):  # caught up: wait; else go on at once
-                    time.sleep(args.poll)
+                rounds[-1] = next_round(rounds[-1])
+                return any(r.entries for r in results)
+
+            follow_rounds(run_round, follow=args.follow, poll_s=args.poll)
+            return 0
     except KeyboardInterrupt:
         return 0
     finally:

@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from cdc.errors import UserError
+from cdc.errors import UnavailableError, UserError
 
 READER_TIMEOUT_S = 30.0
 QUERY_ERRORS: tuple[type[Exception], ...] = (duckdb.Error,)  # what bad SQL raises
@@ -28,7 +28,7 @@ WRITER_TIMEOUT_S = 120.0
 _FIRST_DELAY_S, _MAX_DELAY_S = 0.002, 0.05
 
 
-class DatabaseBusyError(UserError, TimeoutError):
+class DatabaseBusyError(UnavailableError, TimeoutError):
     """The database file stayed locked by another process for longer than the timeout."""
 
 

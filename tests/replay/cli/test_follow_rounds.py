@@ -1,8 +1,15 @@
-"""``replay --follow``: every round after the first keeps the first round's tables and options."""
+"""``--follow``: every round after the first keeps the first round's tables and options; rounds
+go on at once while they find events, wait when caught up, and are retried with a back-off when
+the stream or the sink is unavailable (the loop, with rounds of our own; the real broker's outage
+is in test_follow_outage)."""
 
 from __future__ import annotations
 
+import pytest
+
+from cdc.errors import ChangeEventError, UnavailableError
 from cdc.events.columns import Column, TableSpec
+from replay.cli.follow import RETRY_MAX_S, follow_rounds
 from replay.cli.replay import next_round
 from replay.reading.bounds import Bound, BoundKind
 from replay.tables.engine import ReplayJob
@@ -25,3 +32,59 @@ def test_a_later_round_keeps_into_gaps_declarations_and_policy() -> None:
         declared, "dead-letter", True, 123,
     )  # fmt: skip
     assert later.stop == first.stop and later.topics == first.topics
+
+
+class Rounds:
+    """Rounds that return or raise what ``outcomes`` lists, in order; the last one interrupts."""
+
+    def __init__(self, *outcomes: bool | Exception) -> None:
+        self.outcomes, self.sleeps, self.warnings = list(outcomes), list[float](), list[str]()
+
+    def __call__(self) -> bool:
+        if not self.outcomes:
+            raise KeyboardInterrupt
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def follow(self, *, follow: bool = True) -> None:
+        follow_rounds(self, follow=follow, poll_s=0.25, warn=self.warnings.append,
+                      sleep=self.sleeps.append)  # fmt: skip
+
+
+def test_rounds_go_on_at_once_while_they_find_events_and_wait_when_caught_up() -> None:
+    rounds = Rounds(True, True, False, True, False)
+    with pytest.raises(KeyboardInterrupt):
+        rounds.follow()
+    assert rounds.sleeps == [0.25, 0.25]
+    assert not rounds.warnings
+
+
+def test_an_unavailable_stream_is_retried_with_a_doubling_back_off_reset_by_a_round() -> None:
+    down = UnavailableError("offsets of t partition 0: Local: All broker connections are down")
+    rounds = Rounds(True, *[down] * 9, True, down, False)
+    with pytest.raises(KeyboardInterrupt):
+        rounds.follow()
+    backoffs = rounds.sleeps[:9]
+    assert backoffs == [0.5, 1, 2, 4, 8, 16, RETRY_MAX_S, RETRY_MAX_S, RETRY_MAX_S]
+    assert rounds.sleeps[9:] == [0.5, 0.25]  # reset after the round that went through
+    assert len(rounds.warnings) == 10
+    assert rounds.warnings[0] == (
+        "round failed: offsets of t partition 0: Local: All broker connections are down; "
+        "retrying in 0.5s"
+    )
+
+
+def test_other_errors_and_one_off_runs_stop_at_once() -> None:
+    bad = ChangeEventError("unknown op", topic="t", partition=0, offset=7)
+    rounds = Rounds(True, bad)
+    with pytest.raises(ChangeEventError):
+        rounds.follow()
+    assert rounds.sleeps == [] and rounds.warnings == []
+    once = Rounds(UnavailableError("broker down"))
+    with pytest.raises(UnavailableError):
+        once.follow(follow=False)
+    one = Rounds(False, True)
+    one.follow(follow=False)
+    assert one.outcomes == [True] and one.sleeps == []  # one round, no wait

@@ -1,0 +1,56 @@
+"""The rounds of ``--follow``: one after another until Ctrl-C, riding out outages.
+
+A round that finds new events is followed at once by the next; one that finds nothing waits
+``--poll`` seconds. A round that fails because the stream or the sink could not be reached or
+stayed busy (:class:`~cdc.errors.UnavailableError`: the broker down or restarting, the DuckDB
+file held by another process) is retried after a back-off that doubles from
+``RETRY_FIRST_S`` up to ``RETRY_MAX_S``, with one line on stderr per failure. Retrying is
+safe: a round commits its rows and their offsets in one sink transaction, so a failed round
+left nothing behind and the next starts from the ledger. Any other error (bad data under
+``--on-error fail``, a schema the table cannot take) stops the command as before.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+from cdc.errors import UnavailableError
+
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 30.0
+
+
+def follow_rounds(
+    run_round: Callable[[], bool],
+    *,
+    follow: bool,
+    poll_s: float,
+    warn: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Run ``run_round`` (which returns whether it applied anything) once, or with ``follow``
+    until interrupted; see the module doc for the waits and the retries."""
+    warn = warn or _to_stderr
+    backoff = RETRY_FIRST_S
+    while True:
+        try:
+            applied = run_round()
+        except UnavailableError as exc:
+            if not follow:
+                raise
+            text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+            warn(f"round failed: {text}; retrying in {backoff:g}s")
+            sleep(backoff)
+            backoff = min(backoff * 2, RETRY_MAX_S)
+            continue
+        backoff = RETRY_FIRST_S
+        if not follow:
+            return
+        if not applied:  # caught up: wait; else the next round starts at once
+            sleep(poll_s)
+
+
+def _to_stderr(text: str) -> None:
+    print(f"replicator: {text}", file=sys.stderr, flush=True)
