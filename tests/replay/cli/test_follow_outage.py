@@ -20,6 +20,7 @@ from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.kafka_stream import KafkaEventStream
 from projections.change_ops import RowChange
 from replay.sinks import duckdb_files
+from tests.replay.cli.test_live_duckdb_readers import ledger_position
 from tests.replay.cli.test_user_errors import ROOT
 from tests.replay.projection.workload import SalesTopic
 
@@ -39,19 +40,6 @@ def broker(tmp_path: Path) -> Iterator[LocalKafkaBroker]:
 def _row(i: int, seats: int) -> dict[str, Any]:
     return {"id": i, "title": f"t{i % 7}", "region": "eu", "total_ticket_value": None,
             "seats": seats, "refunded": False}  # fmt: skip
-
-
-def _ledger(db: Path) -> int | None:
-    """The table's newest ledger position (one partition), None before the first write."""
-    if not db.exists():
-        return None
-    sql = ("SELECT max(next_offset) FROM _replicator_ledger WHERE table_name = ? AND version = "
-           "(SELECT max(version) FROM _replicator_ledger WHERE table_name = ?)")  # fmt: skip
-    try:
-        rows = duckdb_files.query(db, sql, [TABLE] * 2)[1]
-    except duckdb_files.QUERY_ERRORS:
-        return None
-    return None if rows[0][0] is None else int(rows[0][0])
 
 
 def _wait_for(done: Any, follower: subprocess.Popen[str], errors: Path, what: str) -> None:
@@ -80,14 +68,15 @@ def test_follow_retries_while_the_broker_is_down_and_goes_on_after(
     )  # fmt: skip
     try:
         first = stream.bounds(topic.topic, 0).end
-        _wait_for(lambda: _ledger(db) == first, follower, errors, "the first replay")
+        _wait_for(lambda: ledger_position(db) == first, follower, errors, "the first replay")
         broker.stop()
         _wait_for(lambda: "retrying in" in errors.read_text(), follower, errors, "a failed round")
         broker.start()
         topic.write(RowChange("u", None, _row(i, 2)) for i in range(0, 50, 3))
         topic.write([RowChange("c", None, _row(50, 1))])
         final = stream.bounds(topic.topic, 0).end
-        _wait_for(lambda: _ledger(db) == final, follower, errors, "the changes after the restart")
+        after = "the changes after the restart"
+        _wait_for(lambda: ledger_position(db) == final, follower, errors, after)
         assert follower.poll() is None, "the follower stopped"
     finally:
         follower.send_signal(signal.SIGINT)

@@ -63,7 +63,7 @@ def test_readers_query_the_live_table_while_follow_keeps_it(tmp_path: Path) -> N
         stdout=reads.open("w"),
     )  # fmt: skip
     try:
-        _wait_for(lambda: _ledger(db) is not None, follower, "the first replay")
+        _wait_for(lambda: ledger_position(db) is not None, follower, "the first replay")
         for step in range(60):  # a transaction every 0.1 s for about 6 s
             topic.write(RowChange("u", None, _row(i, 2 + step)) for i in range(step, 100, 9))
             references[log.bounds(topic.topic, 0).end] = _snapshot(topic)
@@ -72,7 +72,7 @@ def test_readers_query_the_live_table_while_follow_keeps_it(tmp_path: Path) -> N
                 references[log.bounds(topic.topic, 0).end] = _snapshot(topic)
             time.sleep(0.1)
         final = log.bounds(topic.topic, 0).end
-        _wait_for(lambda: _ledger(db) == final, follower, "the follower to catch up")
+        _wait_for(lambda: ledger_position(db) == final, follower, "the follower to catch up")
     finally:
         stop.touch()
         reader.wait(timeout=60)
@@ -96,15 +96,17 @@ def test_readers_query_the_live_table_while_follow_keeps_it(tmp_path: Path) -> N
     assert done.stdout.split() == ["n", str(len(references[final]))]
 
 
-def _ledger(db: Path) -> int | None:
+def ledger_position(db: Path, table: str = "movie_ticket_sales") -> int | None:
+    """The table's newest ledger position (highest over partitions), None before the first
+    write (the ledger table is created with it)."""
     if not db.exists():
         return None
     sql = ("SELECT max(next_offset) FROM _replicator_ledger WHERE table_name = ? AND version = "
            "(SELECT max(version) FROM _replicator_ledger WHERE table_name = ?)")  # fmt: skip
     try:
-        rows = duckdb_files.query(db, sql, ["movie_ticket_sales"] * 2)[1]
+        rows = duckdb_files.query(db, sql, [table] * 2)[1]
     except duckdb_files.QUERY_ERRORS:
-        return None  # the ledger table is created with the first write
+        return None
     return None if rows[0][0] is None else int(rows[0][0])
 
 
