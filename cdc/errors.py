@@ -62,6 +62,12 @@ class SetupError(UserError, RuntimeError):
     """A local component (Java, Maven, the broker, Spark) cannot start; the message says the fix."""
 
 
+def one_line(exc: BaseException) -> str:
+    """The error's message on one line (a multi-line message is joined with '; ')."""
+    text = str(exc).strip() or type(exc).__name__
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 class UnavailableError(UserError):
     """The stream or a sink could not be reached in time, or stayed busy: the same step may
     succeed later (``--follow`` retries its round; a one-off command stops)."""

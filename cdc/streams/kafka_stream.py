@@ -34,13 +34,18 @@ _UNAVAILABLE_CODES = (
 )
 
 
+def _unavailable(err: kc.KafkaError) -> bool:
+    """Whether ``err`` says the cluster did not answer (a retriable error, or one of
+    ``_UNAVAILABLE_CODES``) rather than refused."""
+    return bool(err.retriable()) or err.code() in _UNAVAILABLE_CODES
+
+
 def _failed(what: str, exc: kc.KafkaException) -> KafkaStreamError:
-    """``exc`` of ``what`` as our error: :class:`KafkaUnavailableError` when the cluster did not
-    answer (a retriable error, or one of ``_UNAVAILABLE_CODES``)."""
+    """``exc`` of ``what`` as our error: :class:`KafkaUnavailableError` when ``_unavailable``."""
     err = exc.args[0] if exc.args else None
     if not isinstance(err, kc.KafkaError):
         return KafkaStreamError(f"{what}: {exc}")
-    if err.retriable() or err.code() in _UNAVAILABLE_CODES:
+    if _unavailable(err):
         return KafkaUnavailableError(f"{what}: {err.str()} (is the broker running and reachable?)")
     return KafkaStreamError(f"{what}: {err.str()}")
 
@@ -113,7 +118,7 @@ class KafkaStreamReader:
         topic, partition = msg.topic() or "", msg.partition() or 0
         if err.code() != kc.KafkaError._PARTITION_EOF:
             where = f"{topic} partition {partition}" if topic else f"as consumer group {self.group}"
-            if err.retriable() or err.code() in _UNAVAILABLE_CODES:
+            if _unavailable(err):
                 raise KafkaUnavailableError(f"reading {where}: {err.str()}")
             raise KafkaStreamError(f"reading {where}: {err.str()}")
         return TopicPartition(topic, partition)
@@ -169,7 +174,7 @@ class KafkaEventStream:
         except kc.KafkaException as exc:
             raise _failed(f"describing topic {topic} on {self.bootstrap}", exc) from exc
         meta = listed.topics.get(topic)
-        if meta is not None and meta.error is not None and meta.error.retriable():
+        if meta is not None and meta.error is not None and _unavailable(meta.error):
             raise KafkaUnavailableError(f"describing topic {topic}: {meta.error.str()}")
         if meta is None or meta.error is not None:
             return None

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from cdc.errors import UnavailableError
+from cdc.errors import UnavailableError, one_line
 
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
@@ -40,8 +40,7 @@ def follow_rounds(
         except UnavailableError as exc:
             if not follow:
                 raise
-            text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-            warn(f"round failed: {text}; retrying in {backoff:g}s")
+            warn(f"round failed: {one_line(exc)}; retrying in {backoff:g}s")
             sleep(backoff)
             backoff = min(backoff * 2, RETRY_MAX_S)
             continue

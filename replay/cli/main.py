@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from cdc.errors import UserError
+from cdc.errors import UserError, one_line
 from cdc.runtime import jars
 from cdc.runtime.broker import LocalKafkaBroker
 
@@ -152,12 +152,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-
-
-def one_line(exc: BaseException) -> str:
-    """The error's message on one line (a multi-line message is joined with '; ')."""
-    text = str(exc).strip() or type(exc).__name__
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 if __name__ == "__main__":

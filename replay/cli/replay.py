@@ -116,10 +116,10 @@ def run_replay(args: argparse.Namespace) -> int:
                     console.print(plan.render())
                 console.print(engine.transaction_tail(job, plans).render())
                 return 0
-            rounds = [job]
 
             def run_round() -> bool:
-                results = engine.run(rounds[-1])
+                nonlocal job
+                results = engine.run(job)
                 for result in results:
                     console.print(
                         f"{result.topic} -> {result.table}: {result.mode}, offset span "
@@ -128,7 +128,7 @@ def run_replay(args: argparse.Namespace) -> int:
                     )
                 if engine.tail is not None and engine.tail.held:
                     console.print(engine.tail.summary())
-                rounds[-1] = next_round(rounds[-1])
+                job = next_round(job)
                 return any(r.entries for r in results)
 
             follow_rounds(run_round, follow=args.follow, poll_s=args.poll)

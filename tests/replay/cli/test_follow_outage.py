@@ -20,7 +20,7 @@ from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.kafka_stream import KafkaEventStream
 from projections.change_ops import RowChange
 from replay.sinks import duckdb_files
-from tests.replay.cli.test_live_duckdb_readers import ledger_position
+from tests.replay.cli.test_live_duckdb_readers import ledger_position, sale_row
 from tests.replay.cli.test_user_errors import ROOT
 from tests.replay.projection.workload import SalesTopic
 
@@ -35,11 +35,6 @@ def broker(tmp_path: Path) -> Iterator[LocalKafkaBroker]:
     found.start()
     yield found
     found.stop()
-
-
-def _row(i: int, seats: int) -> dict[str, Any]:
-    return {"id": i, "title": f"t{i % 7}", "region": "eu", "total_ticket_value": None,
-            "seats": seats, "refunded": False}  # fmt: skip
 
 
 def _wait_for(done: Any, follower: subprocess.Popen[str], errors: Path, what: str) -> None:
@@ -57,7 +52,7 @@ def test_follow_retries_while_the_broker_is_down_and_goes_on_after(
 ) -> None:
     stream = KafkaEventStream(broker.bootstrap_servers)
     topic = SalesTopic(stream, partitions=1)
-    topic.write(RowChange("c", None, _row(i, 1)) for i in range(50))
+    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(50))
     db, errors = tmp_path / "live.duckdb", tmp_path / "follower.err"
     follower = subprocess.Popen(
         [sys.executable, "-m", "replay.cli.main", "replay", "--follow", "--poll", "0.2",
@@ -72,8 +67,8 @@ def test_follow_retries_while_the_broker_is_down_and_goes_on_after(
         broker.stop()
         _wait_for(lambda: "retrying in" in errors.read_text(), follower, errors, "a failed round")
         broker.start()
-        topic.write(RowChange("u", None, _row(i, 2)) for i in range(0, 50, 3))
-        topic.write([RowChange("c", None, _row(50, 1))])
+        topic.write(RowChange("u", None, sale_row(i, 2)) for i in range(0, 50, 3))
+        topic.write([RowChange("c", None, sale_row(50, 1))])
         final = stream.bounds(topic.topic, 0).end
         after = "the changes after the restart"
         _wait_for(lambda: ledger_position(db) == final, follower, errors, after)
@@ -86,7 +81,6 @@ def test_follow_retries_while_the_broker_is_down_and_goes_on_after(
             follower.kill()
         stream.close()
     failures = [line for line in errors.read_text().splitlines() if "round failed:" in line]
-    print("\n".join(failures))
     assert failures and all(line.startswith("replicator: round failed: ") for line in failures)
     rows = duckdb_files.query(db, f"SELECT id, seats FROM {TABLE} ORDER BY id")[1]
     assert rows == [(i, 2 if i % 3 == 0 and i < 50 else 1) for i in range(51)]

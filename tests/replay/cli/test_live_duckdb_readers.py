@@ -34,7 +34,8 @@ pytestmark = pytest.mark.integration
 READER = ROOT / "docs" / "examples" / "live_duckdb_reader.py"  # the README's recipe
 
 
-def _row(i: int, seats: int) -> dict[str, Any]:
+def sale_row(i: int, seats: int) -> dict[str, Any]:
+    """Row ``i`` of the ticket-sales table with ``seats`` (titles cycle over seven)."""
     return {"id": i, "title": f"t{i % 7}", "region": "eu", "total_ticket_value": None,
             "seats": seats, "refunded": False}  # fmt: skip
 
@@ -47,7 +48,7 @@ def _snapshot(topic: SalesTopic) -> list[list[Any]]:
 def test_readers_query_the_live_table_while_follow_keeps_it(tmp_path: Path) -> None:
     log = LocalLog(str(tmp_path / "log"))
     topic = SalesTopic(log, partitions=1)
-    topic.write(RowChange("c", None, _row(i, 1)) for i in range(100))
+    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(100))
     references = {log.bounds(topic.topic, 0).end: _snapshot(topic)}
     db, reads, stop = tmp_path / "live.duckdb", tmp_path / "reads.jsonl", tmp_path / "stop"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -65,10 +66,10 @@ def test_readers_query_the_live_table_while_follow_keeps_it(tmp_path: Path) -> N
     try:
         _wait_for(lambda: ledger_position(db) is not None, follower, "the first replay")
         for step in range(60):  # a transaction every 0.1 s for about 6 s
-            topic.write(RowChange("u", None, _row(i, 2 + step)) for i in range(step, 100, 9))
+            topic.write(RowChange("u", None, sale_row(i, 2 + step)) for i in range(step, 100, 9))
             references[log.bounds(topic.topic, 0).end] = _snapshot(topic)
             if step % 10 == 0:  # a second transaction: the follower may stop between the two
-                topic.write([RowChange("c", None, _row(100 + step, 1))])
+                topic.write([RowChange("c", None, sale_row(100 + step, 1))])
                 references[log.bounds(topic.topic, 0).end] = _snapshot(topic)
             time.sleep(0.1)
         final = log.bounds(topic.topic, 0).end
