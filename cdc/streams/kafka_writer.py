@@ -153,13 +153,37 @@ class KafkaTransactionalWriter:
         # (same transactional id, new epoch) carries on.
         with contextlib.suppress(kc.KafkaException):
             self._producer.abort_transaction(60)
-        self._producer = self._new_producer()
         with contextlib.suppress(kc.KafkaException):
-            self._producer.init_transactions(60)
+            self._take_over()
 
     def abort(self) -> None:
-        self._producer.abort_transaction(60)
         self._written = {}
+        try:
+            self._producer.abort_transaction(60)
+        except kc.KafkaException as exc:
+            if exc.args[0].code() != kc.KafkaError.INVALID_TXN_STATE:
+                # Fenced, say: a fresh producer would fence the writer that fenced this one.
+                raise KafkaTransactionError(
+                    f"transaction of {self.transactional_id} could not be aborted: "
+                    f"{exc.args[0].str()}"
+                ) from exc
+            # librdkafka's abort can fail fatally with INVALID_TXN_STATE soon after records
+            # were sent (confluentinc/librdkafka#4849), leaving the producer unusable. A fresh
+            # producer with the same id takes over: its init_transactions aborts the open
+            # transaction on the broker.
+            try:
+                self._take_over()
+            except kc.KafkaException as again:
+                raise KafkaTransactionError(
+                    f"transaction of {self.transactional_id} could not be aborted: "
+                    f"{exc.args[0].str()}; a new producer failed too: {again.args[0].str()}"
+                ) from again
+
+    def _take_over(self) -> None:
+        """A new producer with this writer's transactional id (the old one is dropped)."""
+        self._generation += 1  # reports of the dropped producer's records are stale
+        self._producer = self._new_producer()
+        self._producer.init_transactions(60)
 
     def close(self) -> None:
         self._producer.flush(10)
