@@ -79,6 +79,8 @@ def spark_session(
     log4j.parent.mkdir(parents=True, exist_ok=True)
     log4j.write_text(_LOG4J2)
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    extra_java = os.environ.get("REPLICATOR_JAVA_OPTIONS", "").strip()
+    java_opts = f"{java_opts} {extra_java}" if extra_java else java_opts
     builder = (
         SparkSession.builder.master(chosen)
         .appName(app_name)

@@ -154,7 +154,7 @@ def measure(
         "p50_s": round(_pct(latencies, 0.5), 3), "p99_s": round(_pct(latencies, 0.99), 3),
         "max_s": round(max(latencies, default=float("nan")), 3),
         "rounds": len(rounds), "round_p50_s": round(_pct(rounds, 0.5), 3),
-        "round_p99_s": round(_pct(rounds, 0.99), 3),
+        "round_p99_s": round(_pct(rounds, 0.99), 3), "round_s": [round(r, 3) for r in rounds],
     }  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.replay.profile_rounds [--sink duckdb|delta] [--changes 1000]
         [--rounds 8] [--keys 10000] [--stream kafka|local] [--cprofile | --phases]
+        [--conf KEY=VALUE ...]
 
 Starts a broker (or a local log), writes ``--keys`` rows of the follow benchmark's table
 (``SalesTopic``, 2 partitions), builds the table, then runs ``--rounds`` rounds as ``replay
@@ -45,6 +46,8 @@ def main() -> None:
     parser.add_argument("--stream", choices=("kafka", "local"), default="kafka")
     parser.add_argument("--cprofile", action="store_true", help="profile the driver from round 2")
     parser.add_argument("--phases", action="store_true", help="time engine steps from round 2")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for the session (repeatable)")  # fmt: skip
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-profile-rounds-"))
     try:
@@ -57,7 +60,8 @@ def main() -> None:
 def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
     feeder = SalesTopic(stream, partitions=2)
     feeder.write(RowChange("c", None, _row(i, 1)) for i in range(args.keys))
-    spark = spark_session(conf={"spark.ui.enabled": "true"})
+    extra = dict(c.split("=", 1) for c in args.conf)
+    spark = spark_session(conf={"spark.ui.enabled": "true", **extra})
     ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
     suffix = ".duckdb" if args.sink == "duckdb" else ""
     sink = open_sink(f"{args.sink}://{work}/out{suffix}", spark)
