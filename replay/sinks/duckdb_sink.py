@@ -19,6 +19,7 @@ import itertools
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,9 @@ from replay.spark import DataFrame, F, SparkSession, T
 ARROW_ROWS = 100_000
 """Frames bounded to at most this many rows are handed to DuckDB as Arrow (one collect into the
 driver); larger or unbounded ones as Parquet files, which need no driver memory."""
+PRECHECK_REUSE_S = 5.0
+"""A ledger entry this process read or wrote this recently serves a batch's pre-check (the
+write's transaction checks the ledger again, so a stale one costs a wasted staging, no more)."""
 Staged = Callable[[Any], str]
 """Given the write's DuckDB connection, the relation (FROM-clause text) of a staged frame."""
 _arrow_names = itertools.count()
@@ -57,6 +61,7 @@ class DuckDBSink:
         self.lock_timeout_s = lock_timeout_s
         self._store: DuckDBStore | None = None
         self._writable = False
+        self._known: dict[str, tuple[float, LedgerEntry | None]] = {}
 
     @contextmanager
     def session(self, *, write: bool) -> Iterator[DuckDBStore | None]:
@@ -96,7 +101,9 @@ class DuckDBSink:
     def latest(self, table: str) -> LedgerEntry | None:
         """The table's newest checkpoint, None if it has none."""
         with self.session(write=False) as store:
-            return store.latest(table) if store else None
+            entry = store.latest(table) if store else None
+        self._known[table] = (time.monotonic(), entry)
+        return entry
 
     def history(self, table: str) -> list[LedgerEntry]:
         """The table's checkpoints, oldest first (version = checkpoint number)."""
@@ -123,7 +130,9 @@ class DuckDBSink:
         with self._staged(rows, fields, rows_at_most) as staged, self.session(write=True) as store:
             assert store is not None
             source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
-            return store.replace(spec, column_definitions(schema), source, positions, schema.json())
+            columns = column_definitions(schema)
+            entry = store.replace(spec, columns, source, positions, schema.json())
+        return self._wrote(spec.name, entry)
 
     def merge(
         self, spec: TableSpec, changes: DataFrame, positions: Positions, *,
@@ -139,7 +148,8 @@ class DuckDBSink:
         with staging as staged, self.session(write=True) as store:
             assert store is not None
             source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
-            return store.merge(spec, column_definitions(schema), source, positions, schema.json())
+            entry = store.merge(spec, column_definitions(schema), source, positions, schema.json())
+        return self._wrote(spec.name, entry)
 
     def read(self, table: str, version: int | None = None) -> DataFrame:
         """The current table as a Spark DataFrame (DuckDB keeps no older versions)."""
@@ -173,9 +183,28 @@ class DuckDBSink:
         """Nothing to release: the file is open only within a read or a write."""
 
     def _covered(self, table: str, mode: str, positions: Positions) -> bool:
-        """Pre-check outside the transaction, so a retried batch is not even staged."""
+        """Pre-check outside the transaction, so a retried batch is not even staged. A batch
+        ahead of the entry this process last read or wrote (within ``PRECHECK_REUSE_S``) goes on
+        without reading the ledger again: a ``--follow`` round reads it to plan, then writes,
+        and opens the file once less. Anything else is decided by a fresh read."""
+        known = self._known.get(table)
+        if known is not None and time.monotonic() - known[0] < PRECHECK_REUSE_S:
+            stored = known[1].positions if known[1] else {}
+            behind = [stored.get(tp, -1) for tp in positions]
+            moves = [offset - old for offset, old in zip(positions.values(), behind, strict=True)]
+            if moves and min(moves) >= 0 and max(moves) > 0:
+                return False
         latest = self.latest(table)
         return plan_positions(table, mode, latest.positions if latest else None, positions) is None
+
+    def _wrote(self, table: str, entry: LedgerEntry | None) -> LedgerEntry | None:
+        """``entry``, now the table's newest (None: the ledger covered the batch, so what
+        this process knew was stale)."""
+        if entry is None:
+            self._known.pop(table, None)
+        else:
+            self._known[table] = (time.monotonic(), entry)
+        return entry
 
     @staticmethod
     def _restore(fields: Sequence[T.StructField]) -> str:

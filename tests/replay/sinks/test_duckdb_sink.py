@@ -188,3 +188,25 @@ def test_latest_is_the_newest_entry_of_its_own_table(
         assert len(history) == (3 if name == SPEC.name else 2)
         assert sink.latest(name) == history[-1]
         assert sink.positions(name) == history[-1].positions
+
+
+def test_a_writer_that_knows_a_stale_ledger_neither_applies_twice_nor_skips(
+    spark: Any, make_sink: SinkFactory, changes: Factory
+) -> None:
+    """The pre-check trusts what this process last read or wrote only to let a batch through:
+    a batch another process applied since is refused by the write's transaction, and a batch
+    behind what this process knew is decided by a fresh read of the ledger (here: the file
+    deleted and the table rebuilt to an earlier point by another process takes it)."""
+    mine = _duckdb(make_sink)
+    theirs = DuckDBSink(mine.path, spark)  # another process's sink on the same file
+    assert mine.merge(SPEC, changes(upsert(1, "a", 1)), {P0: 10}) is not None
+    assert theirs.merge(SPEC, changes(upsert(2, "b", 2)), {P0: 20}) is not None
+    assert mine.merge(SPEC, changes(upsert(2, "again", 2)), {P0: 20}) is None
+    assert snapshot(mine) == [row(1, "a"), row(2, "b")]
+    assert mine.merge(SPEC, changes(upsert(3, "c", 3)), {P0: 30}) is not None
+    mine.path.unlink()
+    theirs.replace(SPEC, spark.createDataFrame([row(1, "z")], "id BIGINT, name STRING,"
+                   " amount DECIMAL(12,2)"), {P0: 5})  # fmt: skip
+    assert mine.merge(SPEC, changes(upsert(4, "d", 4)), {P0: 15}) is not None
+    assert snapshot(mine) == [row(1, "z"), row(4, "d")]
+    assert mine.positions(SPEC.name) == {P0: 15}
