@@ -20,18 +20,23 @@ from typing import Any
 import pyspark
 import pyspark.sql.functions as F
 import pyspark.sql.types as T
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
+from cdc.errors import UnavailableError
 from cdc.runtime import jars
 
 __all__ = [
     "Column",
     "DataFrame",
     "F",
+    "KafkaSourceUnavailableError",
     "SparkSession",
     "T",
     "Window",
     "driver_heap_bytes",
+    "kafka_source_unavailable",
     "local_frame",
     "spark_session",
 ]
@@ -132,6 +137,37 @@ def local_frame(
         [pa.array(list(values)) for values in columns], names=[f.name for f in schema.fields]
     )
     return spark.createDataFrame(table, schema)
+
+
+class KafkaSourceUnavailableError(UnavailableError):
+    """A Spark job failed because its Kafka source could not reach the brokers in time."""
+
+
+_KAFKA_UNREACHABLE = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.(?:TimeoutException|DisconnectException"
+    r"|NetworkException|LeaderNotAvailableException|NotLeaderOrFollowerException)[^\n]*"
+    r"|Cannot fetch record for offset \d+ in \d+ milliseconds[^\n]*"
+)
+
+
+def kafka_source_unavailable(exc: BaseException) -> KafkaSourceUnavailableError | None:
+    """If ``exc`` is a Spark failure whose cause is Kafka not answering (a broker down or
+    restarting, a partition without a leader, a fetch that timed out), that as an
+    :class:`~cdc.errors.UnavailableError` naming the Kafka error; else None. Spark's Kafka
+    source runs in the tasks, so these arrive as Java exceptions, not as the stream's errors."""
+    if isinstance(exc, Py4JJavaError):
+        text = str(exc)
+    elif isinstance(exc, PySparkException):
+        text = f"{getattr(exc, '_desc', '')}\n{getattr(exc, '_stackTrace', '')}"
+    else:
+        return None
+    found = _KAFKA_UNREACHABLE.search(text)
+    if found is None:
+        return None
+    reason = found.group(0).strip().removeprefix("org.apache.kafka.common.errors.")
+    return KafkaSourceUnavailableError(
+        f"Spark's Kafka source could not read from the brokers: {reason[:300]}"
+    )
 
 
 _SPARK_ARCHIVES = re.compile(

@@ -15,7 +15,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -126,7 +126,12 @@ def _driver_rows(stream_url: str, ranges: list[PartitionRange]) -> list[tuple[An
     return _last_read[2]
 
 
-def _kafka_records(spark: SparkSession, bootstrap: str, ranges: list[PartitionRange]) -> DataFrame:
+def _kafka_records(
+    spark: SparkSession,
+    bootstrap: str,
+    ranges: list[PartitionRange],
+    overrides: Mapping[str, str] | None = None,
+) -> DataFrame:
     assign: dict[str, list[int]] = defaultdict(list)
     starting: dict[str, dict[str, int]] = defaultdict(dict)
     ending: dict[str, dict[str, int]] = defaultdict(dict)
@@ -148,6 +153,7 @@ def _kafka_records(spark: SparkSession, bootstrap: str, ranges: list[PartitionRa
         # broker then holds each fetch for fetch.max.wait.ms (500 by default) before the task
         # sees the range is done. Where data is waiting, a fetch returns at once regardless.
         "kafka.fetch.max.wait.ms": "25",
+        **(overrides or {}),
     }
     df = spark.read.format("kafka").options(**options).load()
     return df.select(
