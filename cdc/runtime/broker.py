@@ -12,6 +12,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from cdc.errors import SetupError
@@ -22,10 +23,10 @@ _SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{sasl_listener}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}{sasl_advertised}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 log.dirs={log_dir}
 num.partitions=1
@@ -68,16 +69,32 @@ def _port_in_use(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _sasl_settings(users: Mapping[str, str]) -> str:
+    """The properties of a SASL_PLAINTEXT listener taking PLAIN logins of ``users``."""
+    logins = " ".join(f'user_{name}="{password}"' for name, password in users.items())
+    return (
+        "sasl.enabled.mechanisms=PLAIN\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config="
+        f"org.apache.kafka.common.security.plain.PlainLoginModule required {logins};\n"
+    )
+
+
 class LocalKafkaBroker(LocalService):
-    """Starts and stops one KRaft broker; ``bootstrap_servers`` is valid after :meth:`start`."""
+    """Starts and stops one KRaft broker; ``bootstrap_servers`` is valid after :meth:`start`.
+
+    With ``sasl_users`` (name -> password) it also listens on ``sasl_port`` for SASL_PLAINTEXT
+    clients logging in with PLAIN: how a secured cluster is reached, for tests and trials."""
 
     def __init__(
-        self, data_dir: Path, port: int = 0, controller_port: int = 0, heap: str = "768m"
-    ) -> None:
+        self, data_dir: Path, port: int = 0, controller_port: int = 0, heap: str = "768m",
+        *, sasl_users: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
         self.data_dir = data_dir.resolve()
         self.port = port
         self.controller_port = controller_port
         self.heap = heap
+        self.sasl_users = dict(sasl_users or {})
+        self.sasl_port = 0
         self.log_file = self.data_dir / "broker.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -98,14 +115,19 @@ class LocalKafkaBroker(LocalService):
                 )
         self.port = self.port or free_port()
         self.controller_port = self.controller_port or free_port()
+        if self.sasl_users:
+            self.sasl_port = self.sasl_port or free_port()
+        sasl = f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}" if self.sasl_users else ""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props, log4j = self.data_dir / "server.properties", self.data_dir / "log4j2.properties"
         log_dir = self.data_dir / "kraft-logs"
         props.write_text(
             _SERVER_PROPERTIES.format(
-                port=self.port, controller_port=self.controller_port, log_dir=log_dir
+                port=self.port, controller_port=self.controller_port, log_dir=log_dir,
+                sasl_listener=sasl, sasl_advertised=sasl,
             )
-        )
+            + (_sasl_settings(self.sasl_users) if self.sasl_users else "")
+        )  # fmt: skip
         log4j.write_text(_LOG4J2.format(log_file=self.log_file))
         jvm = [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]
         if not (log_dir / "meta.properties").exists():

@@ -17,10 +17,11 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from cdc.streams.registry import open_stream
+from replay.reading.kafka_options import java_client_options
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.spark import DataFrame, F, SparkSession, T, local_frame
 
@@ -54,7 +55,9 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
         return _last_frame[2]
     scheme = urlsplit(stream_url).scheme
     if scheme == "kafka":
-        return _kafka_records(spark, urlsplit(stream_url).netloc, ranges)
+        parts = urlsplit(stream_url)
+        client = java_client_options(dict(parse_qsl(parts.query)))
+        return _kafka_records(spark, parts.netloc, ranges, client)
     if scheme == "local":
         from replay.reading.local_log import local_log_records
 
