@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from cdc.errors import UnavailableError, UsageError, UserError
 from cdc.streams import kafka_client as kc
@@ -138,7 +138,8 @@ class KafkaEventStream:
     def __init__(self, bootstrap: str, client_config: Mapping[str, str] | None = None) -> None:
         self.bootstrap = bootstrap
         self.client_config = dict(client_config or {})
-        self.url = f"kafka://{bootstrap}"
+        query = f"?{urlencode(self.client_config)}" if self.client_config else ""
+        self.url = f"kafka://{bootstrap}{query}"  # reopens it; printable_url for messages
         self._admin = kc.make_admin(bootstrap, self.client_config)
         self._meta = kc.make_consumer(bootstrap, None, self.client_config)
 
@@ -185,7 +186,7 @@ class KafkaEventStream:
             names = self._admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics
         except kc.KafkaException as exc:
             raise KafkaUnavailableError(
-                f"cannot list the topics of {self.url} within {_METADATA_TIMEOUT_S}s "
+                f"cannot list the topics of kafka://{self.bootstrap} within {_METADATA_TIMEOUT_S}s "
                 f"({exc.args[0].str()}): is the broker running and reachable?"
             ) from exc
         return sorted(t for t in names if not t.startswith("__"))

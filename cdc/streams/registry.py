@@ -27,6 +27,12 @@ def open_stream(url: str) -> EventStream:
     )
 
 
+def printable_url(url: str) -> str:
+    """``url`` without its query: a Kafka URL's client settings may hold credentials."""
+    parts = urlsplit(url)
+    return parts._replace(query="").geturl() + ("?..." if parts.query else "")
+
+
 def stream_url_for_bootstrap(bootstrap: str) -> str:
     """The stream URL of a Kafka cluster given by its bootstrap servers."""
     return f"kafka://{bootstrap}"

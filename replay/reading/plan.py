@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from cdc.errors import UserError
 from cdc.streams.protocol import EventStream, TopicPartition
+from cdc.streams.registry import printable_url
 from replay.reading.bounds import Bound, BoundKind
 
 
@@ -91,11 +92,14 @@ def resolve_topics(stream: EventStream, names: Sequence[str]) -> list[str]:
         if re.search(r"[*+?\[\]()|^$\\]", name):
             matched = [t for t in available if re.fullmatch(name, t)]
             if not matched:
-                raise ReplayPlanError(f"no topic matches the pattern {name!r} on {stream.url}")
+                raise ReplayPlanError(
+                    f"no topic matches the pattern {name!r} on {printable_url(stream.url)}"
+                )
             chosen += [t for t in matched if t not in chosen]
         elif name not in available:
             raise ReplayPlanError(
-                f"topic {name!r} does not exist on {stream.url}{_near(name, available)}"
+                f"topic {name!r} does not exist on {printable_url(stream.url)}"
+                f"{_near(name, available)}"
             )
         elif name not in chosen:
             chosen.append(name)

@@ -20,9 +20,11 @@ from replay.sinks import duckdb_files
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def replicator(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run the ``replicator`` command line in a fresh interpreter."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def replicator(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``replicator`` command line in a fresh interpreter (``env``: added variables)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "replay.cli.main", *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,

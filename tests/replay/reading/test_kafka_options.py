@@ -3,6 +3,7 @@ names them differently, checked against a real SASL (PLAIN) listener."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -11,11 +12,16 @@ import pytest
 
 from cdc.errors import UsageError
 from cdc.runtime.broker import LocalKafkaBroker
-from cdc.streams.registry import open_stream
+from cdc.streams.registry import open_stream, printable_url
+from projections.change_ops import RowChange
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.kafka_options import java_client_options
 from replay.reading.plan import plan_replay
 from replay.reading.sources import read_records
+from replay.sinks import duckdb_files
+from tests.replay.cli.test_live_duckdb_readers import sale_row
+from tests.replay.cli.test_user_errors import replicator
+from tests.replay.projection.workload import SALES, SalesTopic
 
 PLAIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
@@ -49,35 +55,70 @@ def test_settings_without_a_translation_are_named() -> None:
         java_client_options({"sasl.mechanism": "GSSAPI", "sasl.username": "u"})
 
 
-@pytest.mark.integration
-def test_a_sasl_cluster_is_read_by_the_driver_and_by_spark_alike(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    broker = LocalKafkaBroker(tmp_path / "broker", sasl_users={"alice": "alice-secret"})
+LOGIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+         "sasl.username": "alice", "sasl.password": "alice-secret"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sasl_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a broker's SASL/PLAIN listener, with a login it takes."""
+    broker = LocalKafkaBroker(tmp_path_factory.mktemp("sasl"), sasl_users={"alice": "alice-secret"})
     broker.start()
     try:
-        login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                 "sasl.username": "alice", "sasl.password": "alice-secret"}  # fmt: skip
-        url = f"kafka://127.0.0.1:{broker.sasl_port}?{urlencode(login)}"
-        stream = open_stream(url)
-        try:
-            stream.ensure_topic("secured", 2)
-            writer = stream.writer("secured-writer")
-            writer.begin()
-            for i in range(40):
-                writer.send("secured", f"k{i}".encode(), f"v{i}".encode(), partition=i % 2)
-            writer.commit()
-            writer.close()
-            plan = plan_replay(stream, ["secured"], Bound(BoundKind.EARLIEST),
-                               Bound(BoundKind.LATEST))  # fmt: skip
-        finally:
-            stream.close()
-        by_driver = sorted(tuple(r) for r in read_records(spark, url, plan).collect())
-        monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", "0")  # Spark's Kafka source
-        by_spark = sorted(tuple(r) for r in read_records(spark, url, plan).collect())
-        assert len(by_spark) == 40 and by_spark == by_driver
-        wrong = url.replace("alice-secret", "wrong")
-        with pytest.raises(Exception, match="Authentication failed"):
-            read_records(spark, wrong, plan).collect()
+        yield f"kafka://127.0.0.1:{broker.sasl_port}?{urlencode(LOGIN)}"
     finally:
         broker.stop()
+
+
+@pytest.mark.integration
+def test_a_sasl_cluster_is_read_by_the_driver_and_by_spark_alike(
+    spark: Any, sasl_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = open_stream(sasl_url)
+    try:
+        stream.ensure_topic("secured", 2)
+        writer = stream.writer("secured-writer")
+        writer.begin()
+        for i in range(40):
+            writer.send("secured", f"k{i}".encode(), f"v{i}".encode(), partition=i % 2)
+        writer.commit()
+        writer.close()
+        plan = plan_replay(stream, ["secured"], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+        reopens = stream.url  # what the engines hand to the readers: the login included
+    finally:
+        stream.close()
+    assert "alice-secret" in reopens
+    assert printable_url(reopens) == f"{sasl_url.split('?')[0]}?..."
+    by_driver = sorted(tuple(r) for r in read_records(spark, reopens, plan).collect())
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", "0")  # Spark's Kafka source
+    by_spark = sorted(tuple(r) for r in read_records(spark, reopens, plan).collect())
+    assert len(by_spark) == 40 and by_spark == by_driver
+    wrong = sasl_url.replace("alice-secret", "wrong")
+    with pytest.raises(Exception, match="Authentication failed"):
+        read_records(spark, wrong, plan).collect()
+
+
+@pytest.mark.integration
+def test_replicator_replay_rebuilds_and_catches_up_from_a_sasl_cluster(
+    sasl_url: str, tmp_path: Path
+) -> None:
+    """The command line end to end: a rebuild (compaction in the tasks, through the project's
+    client) and a catch-up read by Spark's Kafka source, both logging in."""
+    stream = open_stream(sasl_url)
+    try:
+        sales = SalesTopic(stream, partitions=2)
+        sales.write(RowChange("c", None, sale_row(i, 1)) for i in range(30))
+        sink = f"duckdb://{tmp_path}/secured.duckdb"
+        args = ("replay", "--stream", sasl_url, "--sink", sink, "--topics", sales.topic)
+        first = replicator(*args, cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+        assert "alice-secret" not in first.stdout + first.stderr
+        sales.write(RowChange("u", None, sale_row(i, 2)) for i in range(0, 30, 3))
+        env = {"REPLICATOR_DRIVER_READ_OFFSETS": "0"}
+        second = replicator(*args, cwd=tmp_path, env=env)
+        assert second.returncode == 0, second.stderr
+    finally:
+        stream.close()
+    _, rows = duckdb_files.query(f"{tmp_path}/secured.duckdb",
+                                 f"SELECT id, seats FROM {SALES.name} ORDER BY id")  # fmt: skip
+    assert rows == [(i, 2 if i % 3 == 0 else 1) for i in range(30)]
