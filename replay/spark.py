@@ -24,19 +24,20 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
-from cdc.errors import UnavailableError
+from cdc.errors import UnavailableError, UserError
 from cdc.runtime import jars
 
 __all__ = [
     "Column",
     "DataFrame",
     "F",
+    "KafkaSourceRefusedError",
     "KafkaSourceUnavailableError",
     "SparkSession",
     "T",
     "Window",
     "driver_heap_bytes",
-    "kafka_source_unavailable",
+    "kafka_source_error",
     "local_frame",
     "spark_session",
 ]
@@ -143,31 +144,49 @@ class KafkaSourceUnavailableError(UnavailableError):
     """A Spark job failed because its Kafka source could not reach the brokers in time."""
 
 
+class KafkaSourceRefusedError(UserError):
+    """A Spark job failed because the brokers refused its Kafka source (login, permissions)."""
+
+
 _KAFKA_UNREACHABLE = re.compile(
     r"org\.apache\.kafka\.common\.errors\.(?:TimeoutException|DisconnectException"
     r"|NetworkException|LeaderNotAvailableException|NotLeaderOrFollowerException)[^\n]*"
     r"|Cannot fetch record for offset \d+ in \d+ milliseconds[^\n]*"
 )
+_KAFKA_REFUSED = re.compile(
+    r"org\.apache\.kafka\.common\.errors\.(?:\w*AuthenticationException"
+    r"|\w*AuthorizationException)[^\n]*"
+)
 
 
-def kafka_source_unavailable(exc: BaseException) -> KafkaSourceUnavailableError | None:
-    """If ``exc`` is a Spark failure whose cause is Kafka not answering (a broker down or
-    restarting, a partition without a leader, a fetch that timed out), that as an
-    :class:`~cdc.errors.UnavailableError` naming the Kafka error; else None. Spark's Kafka
-    source runs in the tasks, so these arrive as Java exceptions, not as the stream's errors."""
+def kafka_source_error(exc: BaseException) -> UserError | None:
+    """If ``exc`` is a Spark failure caused by Kafka, that as one of our errors naming the Kafka
+    error: :class:`KafkaSourceUnavailableError` (an :class:`~cdc.errors.UnavailableError`) for
+    Kafka not answering (a broker down or restarting, a partition without a leader, a fetch that
+    timed out), :class:`KafkaSourceRefusedError` for a login or permission refused; else None.
+    Spark's Kafka source runs in the tasks, so these arrive as Java exceptions, not as the
+    stream's errors."""
     if isinstance(exc, Py4JJavaError):
         text = str(exc)
     elif isinstance(exc, PySparkException):
         text = f"{getattr(exc, '_desc', '')}\n{getattr(exc, '_stackTrace', '')}"
     else:
         return None
+    refused = _KAFKA_REFUSED.search(text)
+    if refused is not None:
+        return KafkaSourceRefusedError(
+            f"the brokers refused Spark's Kafka source: {_reason(refused)}"
+        )
     found = _KAFKA_UNREACHABLE.search(text)
     if found is None:
         return None
-    reason = found.group(0).strip().removeprefix("org.apache.kafka.common.errors.")
     return KafkaSourceUnavailableError(
-        f"Spark's Kafka source could not read from the brokers: {reason[:300]}"
+        f"Spark's Kafka source could not read from the brokers: {_reason(found)}"
     )
+
+
+def _reason(found: re.Match[str]) -> str:
+    return found.group(0).strip().removeprefix("org.apache.kafka.common.errors.")[:300]
 
 
 _SPARK_ARCHIVES = re.compile(

@@ -5,8 +5,9 @@ A round that finds new events is followed at once by the next; one that finds no
 stayed busy (:class:`~cdc.errors.UnavailableError`: the broker down or restarting, the DuckDB
 file held by another process) is retried after a back-off that doubles from
 ``RETRY_FIRST_S`` up to ``RETRY_MAX_S``, with one line on stderr per failure (a Spark job failed
-by its Kafka source not reaching the brokers counts too: ``replay.spark.kafka_source_unavailable``;
-a one-off run stops on it with that one line instead of a Java trace). Retrying is
+by its Kafka source not reaching the brokers counts too: ``replay.spark.kafka_source_error``;
+a one-off run stops on it with that one line instead of a Java trace, as any run does on a
+login the brokers refused). Retrying is
 safe: a round commits its rows and their offsets in one sink transaction, so a failed round
 left nothing behind and the next starts from the ledger. Any other error (bad data under
 ``--on-error fail``, a schema the table cannot take) stops the command as before.
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from cdc.errors import UnavailableError, one_line
-from replay.spark import kafka_source_unavailable
+from replay.spark import kafka_source_error
 
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0
@@ -41,15 +42,14 @@ def follow_rounds(
         try:
             applied = run_round()
         except Exception as exc:
-            unavailable = (
-                exc if isinstance(exc, UnavailableError) else kafka_source_unavailable(exc)
-            )
-            if unavailable is None:
+            found = exc if isinstance(exc, UnavailableError) else kafka_source_error(exc)
+            if found is None:
                 raise
-            if not follow:
-                if unavailable is exc:
+            if not follow or not isinstance(found, UnavailableError):
+                if found is exc:
                     raise
-                raise unavailable from exc
+                raise found from exc
+            unavailable = found
             warn(f"round failed: {one_line(unavailable)}; retrying in {backoff:g}s")
             sleep(backoff)
             backoff = min(backoff * 2, RETRY_MAX_S)

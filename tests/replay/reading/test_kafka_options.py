@@ -10,15 +10,17 @@ from urllib.parse import urlencode
 
 import pytest
 
-from cdc.errors import UsageError
+from cdc.errors import UnavailableError, UsageError
 from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.registry import open_stream, printable_url
 from projections.change_ops import RowChange
+from replay.cli.follow import follow_rounds
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.kafka_options import java_client_options
 from replay.reading.plan import plan_replay
 from replay.reading.sources import read_records
 from replay.sinks import duckdb_files
+from replay.spark import KafkaSourceRefusedError, kafka_source_error
 from tests.replay.cli.test_live_duckdb_readers import sale_row
 from tests.replay.cli.test_user_errors import replicator
 from tests.replay.projection.workload import SALES, SalesTopic
@@ -94,8 +96,20 @@ def test_a_sasl_cluster_is_read_by_the_driver_and_by_spark_alike(
     by_spark = sorted(tuple(r) for r in read_records(spark, reopens, plan).collect())
     assert len(by_spark) == 40 and by_spark == by_driver
     wrong = sasl_url.replace("alice-secret", "wrong")
-    with pytest.raises(Exception, match="Authentication failed"):
+    with pytest.raises(Exception, match="Authentication failed") as refused:
         read_records(spark, wrong, plan).collect()
+    named = kafka_source_error(refused.value)  # what a run stops with: one line, not retried
+    assert isinstance(named, KafkaSourceRefusedError) and not isinstance(named, UnavailableError)
+    assert str(named).startswith("the brokers refused Spark's Kafka source: SaslAuthentication")
+    assert "\n" not in str(named)
+
+    def login_refused() -> bool:
+        raise refused.value
+
+    waits: list[float] = []
+    with pytest.raises(KafkaSourceRefusedError):  # --follow does not retry a refused login
+        follow_rounds(login_refused, follow=True, poll_s=1.0, sleep=waits.append)
+    assert waits == []
 
 
 @pytest.mark.integration

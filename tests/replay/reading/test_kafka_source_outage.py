@@ -13,7 +13,7 @@ from cdc.streams.protocol import TopicPartition
 from replay.cli.follow import follow_rounds
 from replay.reading.plan import PartitionRange
 from replay.reading.sources import _kafka_records
-from replay.spark import KafkaSourceUnavailableError, kafka_source_unavailable
+from replay.spark import KafkaSourceUnavailableError, kafka_source_error
 
 pytestmark = pytest.mark.integration
 
@@ -49,12 +49,12 @@ def _failed_read(spark: Any) -> Exception:
 def test_a_spark_kafka_read_without_a_broker_is_unavailable_in_one_line(spark: Any) -> None:
     failure = _failed_read(spark)
     assert not isinstance(failure, UnavailableError)  # Spark's own exception, from the JVM
-    found = kafka_source_unavailable(failure)
+    found = kafka_source_error(failure)
     assert isinstance(found, KafkaSourceUnavailableError) and isinstance(found, UnavailableError)
     text = str(found)
     assert text.startswith("Spark's Kafka source could not read from the brokers: ")
     assert "\n" not in text and len(text) < 400
-    assert kafka_source_unavailable(ValueError("Cannot fetch record for offset 1 in 5 ms")) is None
+    assert kafka_source_error(ValueError("Cannot fetch record for offset 1 in 5 ms")) is None
 
 
 def test_follow_retries_the_round_and_a_one_off_run_stops_with_the_line(spark: Any) -> None:
