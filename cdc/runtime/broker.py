@@ -23,8 +23,8 @@ _SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{sasl_listener}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}{sasl_advertised}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{sasl}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}{sasl}
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
@@ -124,7 +124,7 @@ class LocalKafkaBroker(LocalService):
         props.write_text(
             _SERVER_PROPERTIES.format(
                 port=self.port, controller_port=self.controller_port, log_dir=log_dir,
-                sasl_listener=sasl, sasl_advertised=sasl,
+                sasl=sasl,
             )
             + (_sasl_settings(self.sasl_users) if self.sasl_users else "")
         )  # fmt: skip

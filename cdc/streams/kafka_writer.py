@@ -161,12 +161,11 @@ class KafkaTransactionalWriter:
         try:
             self._producer.abort_transaction(60)
         except kc.KafkaException as exc:
+            failed = f"transaction of {self.transactional_id} could not be aborted: "
+            failed += exc.args[0].str()
             if exc.args[0].code() != kc.KafkaError.INVALID_TXN_STATE:
                 # Fenced, say: a fresh producer would fence the writer that fenced this one.
-                raise KafkaTransactionError(
-                    f"transaction of {self.transactional_id} could not be aborted: "
-                    f"{exc.args[0].str()}"
-                ) from exc
+                raise KafkaTransactionError(failed) from exc
             # librdkafka's abort can fail fatally with INVALID_TXN_STATE soon after records
             # were sent (confluentinc/librdkafka#4849), leaving the producer unusable. A fresh
             # producer with the same id takes over: its init_transactions aborts the open
@@ -175,8 +174,7 @@ class KafkaTransactionalWriter:
                 self._take_over()
             except kc.KafkaException as again:
                 raise KafkaTransactionError(
-                    f"transaction of {self.transactional_id} could not be aborted: "
-                    f"{exc.args[0].str()}; a new producer failed too: {again.args[0].str()}"
+                    f"{failed}; a new producer failed too: {again.args[0].str()}"
                 ) from again
 
     def _take_over(self) -> None:

@@ -43,14 +43,11 @@ def follow_rounds(
             applied = run_round()
         except Exception as exc:
             found = exc if isinstance(exc, UnavailableError) else kafka_source_error(exc)
-            if found is None:
+            if found is None or (found is exc and not follow):
                 raise
-            if not follow or not isinstance(found, UnavailableError):
-                if found is exc:
-                    raise
+            if not (follow and isinstance(found, UnavailableError)):
                 raise found from exc
-            unavailable = found
-            warn(f"round failed: {one_line(unavailable)}; retrying in {backoff:g}s")
+            warn(f"round failed: {one_line(found)}; retrying in {backoff:g}s")
             sleep(backoff)
             backoff = min(backoff * 2, RETRY_MAX_S)
             continue

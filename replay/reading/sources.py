@@ -53,9 +53,9 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
         if _last_frame is None or _last_frame[0] is not local or _last_frame[1] is not spark:
             _last_frame = (local, spark, local_frame(spark, local, RAW_SCHEMA))
         return _last_frame[2]
-    scheme = urlsplit(stream_url).scheme
+    parts = urlsplit(stream_url)
+    scheme = parts.scheme
     if scheme == "kafka":
-        parts = urlsplit(stream_url)
         client = java_client_options(dict(parse_qsl(parts.query)))
         return _kafka_records(spark, parts.netloc, ranges, client)
     if scheme == "local":

@@ -190,9 +190,8 @@ class DuckDBSink:
         known = self._known.get(table)
         if known is not None and time.monotonic() - known[0] < PRECHECK_REUSE_S:
             stored = known[1].positions if known[1] else {}
-            behind = [stored.get(tp, -1) for tp in positions]
-            moves = [offset - old for offset, old in zip(positions.values(), behind, strict=True)]
-            if moves and min(moves) >= 0 and max(moves) > 0:
+            ahead = [offset - stored.get(tp, -1) for tp, offset in positions.items()]
+            if ahead and min(ahead) >= 0 and max(ahead) > 0:
                 return False
         latest = self.latest(table)
         return plan_positions(table, mode, latest.positions if latest else None, positions) is None
