@@ -1,10 +1,10 @@
 """Wall time per phase of the replay engine, for ``profile_rounds --phases``.
 
 ``PhaseTimers.install(spark)`` wraps the engine's steps (the module-level functions ``ReplayEngine``
-calls, its schema read, and the DuckDB sink's ledger reads, staging and write) in timers that add
-up their wall time; ``report(rounds)`` prints the mean per round, largest first. A profiling aid
-only: the wrappers stay until the process ends. Unlike cProfile it adds almost nothing to a
-round, so the shares are those of an unprofiled round.
+calls, its schema read, the DuckDB sink's ledger reads, staging and write, the Delta sink's steps)
+in timers that add up their wall time; ``report(rounds)`` prints the mean per round, largest
+first. A profiling aid only: the wrappers stay until the process ends. Unlike cProfile it adds
+almost nothing to a round, so the shares are those of an unprofiled round.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import functools
 import time
 from typing import Any
 
-from replay.sinks import duckdb_files
+from replay.sinks import delta_sink, duckdb_files
+from replay.sinks.delta_sink import DeltaSink
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.duckdb_store import DuckDBStore
 from replay.spark import SparkSession
@@ -43,6 +44,14 @@ class PhaseTimers:
         self._wrap(DuckDBStore, "merge", "duckdb: MERGE transaction")
         self._wrap(duckdb_files, "connect", "duckdb: open the file")
         self._wrap(type(spark.range(0)), "toArrow", "spark: toArrow (staging job)")
+        self._wrap(DeltaSink, "merge", "delta: merge, all of it")
+        self._wrap(DeltaSink, "_plan", "delta: ledger read (plan)")
+        self._wrap(DeltaSink, "_committed", "delta: ledger read (committed)")
+        self._wrap(DeltaSink, "_merge_tombstones", "delta: tombstones MERGE")
+        self._wrap(DeltaSink, "_merge_table", "delta: table MERGE")
+        self._wrap(DeltaSink, "_applicable", "delta: tombstone join (plan)")
+        self._wrap(delta_sink.DeltaTable, "forPath", "delta: DeltaTable.forPath")
+        self._wrap(type(spark.range(0)), "first", "spark: first (delta stats)")
 
     def clear(self) -> None:
         self.seconds.clear()

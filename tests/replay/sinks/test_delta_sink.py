@@ -133,3 +133,25 @@ def test_the_ledger_is_read_from_the_checkpoint_forward_on_a_real_log(
     assert sink.positions(SPEC.name) == {P0: 6}
     assert sink.merge(SPEC, changes(upsert(5, "v5", 5)), {P0: 6}) is None  # covered
     assert [e.positions for e in sink.history(SPEC.name)][-1] == {P0: 6}
+
+
+def _checkpoint_interval(spark: Any, path: Any) -> str | None:
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    return detail["properties"].get("delta.checkpointInterval")
+
+
+def test_tables_are_created_with_a_checkpoint_every_100_commits_and_keep_a_users_setting(
+    spark: Any, make_sink: SinkFactory, rows: Factory, changes: Factory
+) -> None:
+    """A ``--follow`` commits every round: Delta's default checkpoint (every 10 commits, written
+    inside the commit) was a slow round in ten. A user's own setting survives the sink's writes."""
+    sink = _delta(make_sink)
+    sink.merge(SPEC, changes(upsert(1, "a", 1), delete(2, 2)), {P0: 3})
+    for table in (SPEC.name, tombstones_table(SPEC.name)):
+        assert _checkpoint_interval(spark, sink.root / table) == "100"
+    path = sink.root / SPEC.name
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '7')")
+    sink.replace(SPEC, rows(row(1, "b")), {P0: 4})
+    sink.merge(SPEC, changes(upsert(3, "c", 4)), {P0: 5})
+    assert _checkpoint_interval(spark, path) == "7"
+    assert snapshot(sink) == [row(1, "b"), row(3, "c")]
