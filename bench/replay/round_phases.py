@@ -14,7 +14,7 @@ import functools
 import time
 from typing import Any
 
-from replay.sinks import delta_sink, duckdb_files
+from replay.sinks import duckdb_files
 from replay.sinks.delta_sink import DeltaSink
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.duckdb_store import DuckDBStore
@@ -50,7 +50,6 @@ class PhaseTimers:
         self._wrap(DeltaSink, "_merge_tombstones", "delta: tombstones MERGE")
         self._wrap(DeltaSink, "_merge_table", "delta: table MERGE")
         self._wrap(DeltaSink, "_applicable", "delta: tombstone join (plan)")
-        self._wrap(delta_sink.DeltaTable, "forPath", "delta: DeltaTable.forPath")
         self._wrap(type(spark.range(0)), "first", "spark: first (delta stats)")
 
     def clear(self) -> None:

@@ -137,7 +137,8 @@ def test_the_ledger_is_read_from_the_checkpoint_forward_on_a_real_log(
 
 def _checkpoint_interval(spark: Any, path: Any) -> str | None:
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
-    return detail["properties"].get("delta.checkpointInterval")
+    value = detail["properties"].get("delta.checkpointInterval")
+    return None if value is None else str(value)
 
 
 def test_tables_are_created_with_a_checkpoint_every_100_commits_and_keep_a_users_setting(
