@@ -5,9 +5,11 @@ Other modules build Kafka clients through these functions and never import confl
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
@@ -34,12 +36,18 @@ __all__ = [
     "watermarks",
 ]
 
-Config = Mapping[str, str | int | float | bool]
+CLIENT_LOG = logging.getLogger("replicator.kafka")
+"""librdkafka's own log (each failed connection, each refused login), which it would otherwise
+print to stderr: the command line shows it only with ``--debug``, its errors being ours."""
+
+Config = Mapping[str, object]
+"""librdkafka settings (values: strings, numbers, booleans, or callbacks such as ``error_cb``)."""
 
 
 def make_admin(bootstrap: str, extra: Config) -> AdminClient:
     """An admin client for topic creation and metadata."""
-    return AdminClient({"bootstrap.servers": bootstrap, **extra})
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": CLIENT_LOG, **extra}
+    return AdminClient(config)
 
 
 def group_assignment(
@@ -92,6 +100,7 @@ def make_consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": group or f"replicator-reader-{uuid.uuid4().hex}",
+            "logger": CLIENT_LOG,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "isolation.level": "read_committed",
@@ -114,6 +123,7 @@ def make_producer(bootstrap: str, transactional_id: str, extra: Config) -> Produ
         {
             "bootstrap.servers": bootstrap,
             "transactional.id": transactional_id,
+            "logger": CLIENT_LOG,
             "enable.idempotence": True,
             "acks": "all",
             "partitioner": "murmur2_random",
@@ -139,6 +149,7 @@ def make_plain_producer(bootstrap: str, extra: Config) -> Producer:
             "partitioner": "murmur2_random",
             "linger.ms": 5,
             "compression.type": "lz4",
+            "logger": CLIENT_LOG,
             **extra,
         }
     )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cdc.streams import kafka_client as kc
-from cdc.streams.kafka_stream import KafkaStreamReader
+from cdc.streams.kafka_reader import KafkaStreamReader
 from cdc.streams.protocol import Rebalance, StreamRecord, TopicPartition
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class KafkaGroupReader(KafkaStreamReader):
                 # the broker's minimum is group.min.session.timeout.ms (6 s by default)
                 "session.timeout.ms": int(session_timeout_s * 1000),
                 "heartbeat.interval.ms": max(100, int(session_timeout_s * 1000) // 5),
-                **stream.client_config,
+                **stream.client_settings(),
             },
         )
         self._assigned, self._revoked = on_assigned, on_revoked

@@ -4,132 +4,36 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from cdc.errors import UnavailableError, UsageError, UserError
+from cdc.errors import UsageError
 from cdc.streams import kafka_client as kc
+from cdc.streams.kafka_errors import (
+    KafkaRefusedError,
+    KafkaStreamError,
+    KafkaUnavailableError,
+    LoginWatch,
+    failed,
+    unavailable,
+)
+from cdc.streams.kafka_reader import KafkaStreamReader
 from cdc.streams.kafka_writer import KafkaTransactionalWriter
 from cdc.streams.protocol import PartitionBounds, Rebalance, StreamRecord, TopicPartition
 
 if TYPE_CHECKING:
     from cdc.streams.kafka_group import KafkaGroupReader
 
+__all__ = [
+    "KafkaEventStream", "KafkaRefusedError", "KafkaStreamError", "KafkaStreamReader",
+    "KafkaUnavailableError",
+]  # fmt: skip
+
 _METADATA_TIMEOUT_S = 30.0
-
-
-class KafkaStreamError(UserError, RuntimeError):
-    """A Kafka operation failed; the message names the topic and partition involved."""
-
-
-class KafkaUnavailableError(KafkaStreamError, UnavailableError):
-    """The cluster did not answer in time (down, restarting or unreachable)."""
-
-
-_UNAVAILABLE_CODES = (
-    kc.KafkaError._ALL_BROKERS_DOWN,
-    kc.KafkaError._TRANSPORT,
-    kc.KafkaError._TIMED_OUT,
-    kc.KafkaError._RESOLVE,
-)
-
-
-def _unavailable(err: kc.KafkaError) -> bool:
-    """Whether ``err`` says the cluster did not answer (a retriable error, or one of
-    ``_UNAVAILABLE_CODES``) rather than refused."""
-    return bool(err.retriable()) or err.code() in _UNAVAILABLE_CODES
-
-
-def _failed(what: str, exc: kc.KafkaException) -> KafkaStreamError:
-    """``exc`` of ``what`` as our error: :class:`KafkaUnavailableError` when ``_unavailable``."""
-    err = exc.args[0] if exc.args else None
-    if not isinstance(err, kc.KafkaError):
-        return KafkaStreamError(f"{what}: {exc}")
-    if _unavailable(err):
-        return KafkaUnavailableError(f"{what}: {err.str()} (is the broker running and reachable?)")
-    return KafkaStreamError(f"{what}: {err.str()}")
-
-
-def _headers(raw: object) -> tuple[tuple[str, bytes], ...]:
-    if not raw:
-        return ()
-    items = raw.items() if isinstance(raw, dict) else raw
-    out = []
-    for name, value in items:  # type: ignore[attr-defined]
-        data = value.encode() if isinstance(value, str) else (value or b"")
-        out.append((str(name), bytes(data)))
-    return tuple(out)
-
-
-class KafkaStreamReader:
-    """Read-committed reader over assigned partitions (a librdkafka consumer)."""
-
-    def __init__(
-        self, stream: KafkaEventStream, positions: Mapping[TopicPartition, int], group: str | None
-    ) -> None:
-        self.group = group
-        self.consumer = kc.make_consumer(stream.bootstrap, group, stream.client_config)
-        self.consumer.assign([kc.KafkaPartition(t, p, o) for (t, p), o in positions.items()])
-        self.at_end: set[TopicPartition] = set()
-
-    def poll(self, max_records: int = 10_000, timeout_s: float = 1.0) -> list[StreamRecord]:
-        """Up to ``max_records`` committed records, waiting up to ``timeout_s`` for the first;
-        partitions found at their end are in ``at_end``. Returns early, possibly empty, when a
-        partition reports its end (nothing more is committed there yet)."""
-        deadline = time.monotonic() + timeout_s
-        out: list[StreamRecord] = []
-        while not out:
-            # consume() would wait for all max_records: wait for one message, then take what
-            # is already fetched.
-            first = self.consumer.poll(max(0.0, deadline - time.monotonic()))
-            if first is None:
-                return out
-            rest = self.consumer.consume(max_records - 1, 0) if max_records > 1 else []
-            out, reached_end = self._records([first, *rest])
-            if reached_end or time.monotonic() >= deadline:
-                break  # a partition reached its end: no record may come before the timeout
-        return out
-
-    def _records(self, messages: list[kc.Message]) -> tuple[list[StreamRecord], bool]:
-        """The records among ``messages``, and whether any partition reported its end."""
-        # One loop, not a call per message: restores spend much of their time here.
-        out: list[StreamRecord] = []
-        ends: dict[TopicPartition, int] = {}  # partition at its end -> records before that
-        append, new = out.append, tuple.__new__
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                ends[self._end_of(msg, err)] = len(out)
-                continue
-            raw_headers = msg.headers()
-            append(new(StreamRecord, (
-                msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                msg.timestamp()[1], _headers(raw_headers) if raw_headers else (),
-            )))  # fmt: skip
-        if self.at_end and out:
-            self.at_end.difference_update({TopicPartition(r.topic, r.partition) for r in out})
-        for tp, before in ends.items():
-            if not any((r.topic, r.partition) == tp for r in out[before:]):
-                self.at_end.add(tp)
-        return out, bool(ends)
-
-    def _end_of(self, msg: kc.Message, err: kc.KafkaError) -> TopicPartition:
-        """The partition a partition-EOF message is about; any other error is raised."""
-        topic, partition = msg.topic() or "", msg.partition() or 0
-        if err.code() != kc.KafkaError._PARTITION_EOF:
-            where = f"{topic} partition {partition}" if topic else f"as consumer group {self.group}"
-            if _unavailable(err):
-                raise KafkaUnavailableError(f"reading {where}: {err.str()}")
-            raise KafkaStreamError(f"reading {where}: {err.str()}")
-        return TopicPartition(topic, partition)
-
-    def position(self, topic: str, partition: int) -> int:
-        """The consumer's next offset for the partition (past skipped transaction markers)."""
-        (tp,) = self.consumer.position([kc.KafkaPartition(topic, partition)])
-        return int(tp.offset)
-
-    def close(self) -> None:
-        self.consumer.close()
+LOGIN_CHECK_S = 1.0
+"""Metadata requests wait in slices of this long, checking between them whether the brokers
+refused the login (librdkafka would otherwise retry it until the whole timeout is spent)."""
+_Answer = TypeVar("_Answer")
 
 
 class KafkaEventStream:
@@ -140,8 +44,32 @@ class KafkaEventStream:
         self.client_config = dict(client_config or {})
         query = f"?{urlencode(self.client_config)}" if self.client_config else ""
         self.url = f"kafka://{bootstrap}{query}"  # reopens it; printable_url for messages
-        self._admin = kc.make_admin(bootstrap, self.client_config)
-        self._meta = kc.make_consumer(bootstrap, None, self.client_config)
+        self.login = LoginWatch()
+        self._admin = kc.make_admin(bootstrap, self.client_settings())
+        self._meta = kc.make_consumer(bootstrap, None, self.client_settings())
+
+    def client_settings(self) -> dict[str, object]:
+        """The URL's client settings plus the stream's :class:`LoginWatch` as ``error_cb``: what
+        every client of this stream is built with."""
+        return {**self.client_config, "error_cb": self.login}
+
+    def _ask(self, what: str, call: Callable[[float], _Answer]) -> _Answer:
+        """``call(timeout_s)``'s answer within ``_METADATA_TIMEOUT_S``, asked in slices of
+        ``LOGIN_CHECK_S``: a refused login ends the wait at once, as our error."""
+        deadline = time.monotonic() + _METADATA_TIMEOUT_S
+        while True:
+            try:
+                answer = call(min(LOGIN_CHECK_S, max(0.05, deadline - time.monotonic())))
+            except kc.KafkaException as exc:
+                self._admin.poll(0)  # serve the clients' error callbacks
+                self._meta.poll(0)
+                err = exc.args[0] if exc.args else None
+                waiting = isinstance(err, kc.KafkaError) and unavailable(err)
+                if waiting and self.login.refused is None and time.monotonic() < deadline:
+                    continue
+                raise failed(what, exc, self.login) from exc
+            self.login.refused = None  # answered: whatever was refused before is not now
+            return answer
 
     @classmethod
     def from_url(cls, url: str) -> KafkaEventStream:
@@ -170,25 +98,18 @@ class KafkaEventStream:
             )
 
     def _partitions_or_none(self, topic: str) -> int | None:
-        try:
-            listed = self._admin.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
-        except kc.KafkaException as exc:
-            raise _failed(f"describing topic {topic} on {self.bootstrap}", exc) from exc
+        what = f"describing topic {topic} on {self.bootstrap}"
+        listed = self._ask(what, lambda timeout: self._admin.list_topics(topic, timeout=timeout))
         meta = listed.topics.get(topic)
-        if meta is not None and meta.error is not None and _unavailable(meta.error):
+        if meta is not None and meta.error is not None and unavailable(meta.error):
             raise KafkaUnavailableError(f"describing topic {topic}: {meta.error.str()}")
         if meta is None or meta.error is not None:
             return None
         return len(meta.partitions)
 
     def topics(self) -> list[str]:
-        try:
-            names = self._admin.list_topics(timeout=_METADATA_TIMEOUT_S).topics
-        except kc.KafkaException as exc:
-            raise KafkaUnavailableError(
-                f"cannot list the topics of kafka://{self.bootstrap} within {_METADATA_TIMEOUT_S}s "
-                f"({exc.args[0].str()}): is the broker running and reachable?"
-            ) from exc
+        what = f"listing the topics of kafka://{self.bootstrap}"
+        names = self._ask(what, lambda timeout: self._admin.list_topics(timeout=timeout)).topics
         return sorted(t for t in names if not t.startswith("__"))
 
     def partition_count(self, topic: str) -> int:
@@ -207,10 +128,11 @@ class KafkaEventStream:
         return "compact" in str(entries["cleanup.policy"].value)
 
     def bounds(self, topic: str, partition: int) -> PartitionBounds:
-        try:
-            return PartitionBounds(*kc.watermarks(self._meta, topic, partition))
-        except kc.KafkaException as exc:
-            raise _failed(f"offsets of {topic} partition {partition}", exc) from exc
+        found = self._ask(
+            f"offsets of {topic} partition {partition}",
+            lambda timeout: kc.watermarks(self._meta, topic, partition, timeout_s=timeout),
+        )
+        return PartitionBounds(*found)
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
         try:
@@ -219,7 +141,7 @@ class KafkaEventStream:
             )
         except kc.KafkaException as exc:
             where = f"{topic} partition {partition}"
-            raise _failed(f"the offset at {timestamp_ms} ms in {where}", exc) from exc
+            raise failed(f"the offset at {timestamp_ms} ms in {where}", exc, self.login) from exc
         end = self.bounds(topic, partition).end
         if found.offset < 0:
             return end
@@ -272,7 +194,7 @@ class KafkaEventStream:
             reader.close()
 
     def committed_positions(self, group: str, topic: str) -> dict[int, int]:
-        consumer = kc.make_consumer(self.bootstrap, group, self.client_config)
+        consumer = kc.make_consumer(self.bootstrap, group, self.client_settings())
         try:
             parts = [kc.KafkaPartition(topic, p) for p in range(self.partition_count(topic))]
             found = consumer.committed(parts, timeout=_METADATA_TIMEOUT_S)
@@ -291,7 +213,7 @@ class KafkaEventStream:
         self, transactional_id: str, *, transaction_timeout_s: float | None = None
     ) -> KafkaTransactionalWriter:
         return KafkaTransactionalWriter(
-            self.bootstrap, transactional_id, self.client_config,
+            self.bootstrap, transactional_id, self.client_settings(),
             transaction_timeout_s=transaction_timeout_s,
         )  # fmt: skip
 

@@ -27,7 +27,7 @@ class KafkaTransactionalWriter:
         self,
         bootstrap: str,
         transactional_id: str,
-        extra: Mapping[str, str],
+        extra: kc.Config,
         *,
         visible_on_commit: bool = True,
         transaction_timeout_s: float | None = None,

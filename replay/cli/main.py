@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -75,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         "Debezium change events, replayed on Spark into DuckDB and Delta Lake exactly-once.",
     )
     parser.add_argument(
-        "--debug", action="store_true", help="show the traceback of an error, not just its line"
+        "--debug",
+        action="store_true",
+        help="show the traceback of an error, not just its line, and the Kafka clients' log",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -143,6 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
+    # The Kafka clients' own log (cdc.streams.kafka_client.CLIENT_LOG): every failed connection
+    # and refused login, which our errors and --follow's retries already say in one line.
+    kafka_log = logging.getLogger("replicator.kafka")
+    if args.debug:
+        kafka_log.setLevel(logging.DEBUG)
+        logging.basicConfig(stream=sys.stderr, format="%(name)s %(levelname)s: %(message)s")
+    else:
+        kafka_log.setLevel(logging.CRITICAL)
     try:
         return handler(args)
     except UserError as exc:

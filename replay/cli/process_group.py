@@ -23,7 +23,7 @@ from cdc.processor.queries import MemberQueries
 from cdc.processor.tasks import RebalanceEvent
 from cdc.state import StateTable
 from cdc.streams.partitioner import partition_for
-from cdc.streams.registry import open_stream
+from cdc.streams.registry import open_stream, printable_url
 
 
 def run_member(
@@ -119,7 +119,7 @@ def run_owners(args: argparse.Namespace) -> int:
     stream = open_stream(args.stream)
     try:
         if args.input not in stream.topics():
-            raise UsageError(f"no input topic {args.input} on {args.stream}")
+            raise UsageError(f"no input topic {args.input} on {printable_url(args.stream)}")
         owners = stream.task_owners(args.id, args.input)
         if args.key is None:
             print(json.dumps({"processor": args.id, "tasks": owners}), flush=True)

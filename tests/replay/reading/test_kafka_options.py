@@ -3,6 +3,7 @@ names them differently, checked against a real SASL (PLAIN) listener."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from cdc.errors import UnavailableError, UsageError
 from cdc.runtime.broker import LocalKafkaBroker
+from cdc.streams.kafka_stream import _METADATA_TIMEOUT_S, KafkaRefusedError
 from cdc.streams.registry import open_stream, printable_url
 from projections.change_ops import RowChange
 from replay.cli.follow import follow_rounds
@@ -136,3 +138,35 @@ def test_replicator_replay_rebuilds_and_catches_up_from_a_sasl_cluster(
     _, rows = duckdb_files.query(f"{tmp_path}/secured.duckdb",
                                  f"SELECT id, seats FROM {SALES.name} ORDER BY id")  # fmt: skip
     assert rows == [(i, 2 if i % 3 == 0 else 1) for i in range(30)]
+
+
+@pytest.mark.integration
+def test_a_login_the_brokers_refuse_is_named_at_once_by_the_drivers_client(
+    sasl_url: str, tmp_path: Path
+) -> None:
+    """librdkafka retries a refused login as if the broker were down: without the stream's
+    ``error_cb`` a command waited out the metadata timeout and then blamed the network."""
+    wrong = sasl_url.replace("alice-secret", "not-alices-secret")
+    stream = open_stream(wrong)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KafkaRefusedError, match="Invalid username or password") as refused:
+            stream.partition_count("secured")
+    finally:
+        stream.close()
+    assert time.monotonic() - started < _METADATA_TIMEOUT_S / 2  # did not wait it out
+    assert not isinstance(refused.value, UnavailableError)  # --follow does not retry it
+    assert "the brokers refused the login" in str(refused.value)
+
+    args = ("owners", "--stream", wrong, "--id", "p", "--input", "secured")
+    owners = replicator(*args, cwd=tmp_path)
+    assert owners.returncode == 2
+    assert owners.stderr.count("\n") == 1 and "refused the login" in owners.stderr
+    assert "not-alices-secret" not in owners.stdout + owners.stderr
+
+    right = open_stream(sasl_url)  # the same calls with the right login answer
+    try:
+        right.ensure_topic("secured", 2)
+        assert right.partition_count("secured") == 2
+    finally:
+        right.close()

@@ -1,0 +1,75 @@
+"""How Kafka client failures become the project's errors, and the logins the brokers refused.
+
+librdkafka retries a refused login (SASL authentication, a TLS handshake it cannot verify) as if
+the broker were down, and tells only its ``error_cb``: a blocking call then waits out its timeout
+and fails with a transport error. :class:`LoginWatch` is that callback for every client of a
+stream, so a refused login is named as such (:class:`KafkaRefusedError`, never retried) instead
+of "is the broker running?".
+"""
+
+from __future__ import annotations
+
+from cdc.errors import UnavailableError, UserError
+from cdc.streams import kafka_client as kc
+
+
+class KafkaStreamError(UserError, RuntimeError):
+    """A Kafka operation failed; the message names the topic and partition involved."""
+
+
+class KafkaUnavailableError(KafkaStreamError, UnavailableError):
+    """The cluster did not answer in time (down, restarting or unreachable)."""
+
+
+class KafkaRefusedError(KafkaStreamError):
+    """The brokers refused the client's login (wrong credentials, mechanism or certificate):
+    retrying cannot help, the stream URL's settings must change."""
+
+
+_UNAVAILABLE_CODES = (
+    kc.KafkaError._ALL_BROKERS_DOWN,
+    kc.KafkaError._TRANSPORT,
+    kc.KafkaError._TIMED_OUT,
+    kc.KafkaError._RESOLVE,
+)
+_REFUSED_CODES = (
+    kc.KafkaError._AUTHENTICATION,
+    kc.KafkaError._SSL,
+    kc.KafkaError.SASL_AUTHENTICATION_FAILED,
+)
+
+
+def unavailable(err: kc.KafkaError) -> bool:
+    """Whether ``err`` says the cluster did not answer (a retriable error, or one of
+    ``_UNAVAILABLE_CODES``) rather than refused."""
+    return bool(err.retriable()) or err.code() in _UNAVAILABLE_CODES
+
+
+class LoginWatch:
+    """An ``error_cb`` keeping the newest refused login librdkafka reported (the callbacks run
+    when a client is polled: :meth:`KafkaEventStream.refusal` polls the stream's own)."""
+
+    def __init__(self) -> None:
+        self.refused: str | None = None
+
+    def __call__(self, err: kc.KafkaError) -> None:
+        if err.code() in _REFUSED_CODES:
+            self.refused = str(err.str())
+
+    def check(self, what: str) -> None:
+        """Raise :class:`KafkaRefusedError` for ``what`` if a login was refused."""
+        if self.refused is not None:
+            raise KafkaRefusedError(f"{what}: the brokers refused the login: {self.refused}")
+
+
+def failed(what: str, exc: kc.KafkaException, login: LoginWatch | None = None) -> KafkaStreamError:
+    """``exc`` of ``what`` as our error: :class:`KafkaRefusedError` when ``login`` saw a refusal,
+    :class:`KafkaUnavailableError` when ``unavailable``."""
+    err = exc.args[0] if exc.args else None
+    if login is not None and login.refused is not None:
+        return KafkaRefusedError(f"{what}: the brokers refused the login: {login.refused}")
+    if not isinstance(err, kc.KafkaError):
+        return KafkaStreamError(f"{what}: {exc}")
+    if unavailable(err):
+        return KafkaUnavailableError(f"{what}: {err.str()} (is the broker running and reachable?)")
+    return KafkaStreamError(f"{what}: {err.str()}")
