@@ -61,6 +61,7 @@ logger.tasksize.level = error
 """
 
 
+_SECRET_OPTIONS = r"(?i)url|password|jaas|ssl\.keystore\.key|ssl\.truststore\.certificates"
 DELTA_CHECKPOINT_INTERVAL = 100
 """Commits between two checkpoints of a Delta table this session creates (Delta's default: 10).
 A checkpoint is written inside the commit that reaches it and added ~1 s to every tenth
@@ -116,6 +117,8 @@ def spark_session(
         .config(DELTA_CHECKPOINT_INTERVAL_DEFAULT, str(DELTA_CHECKPOINT_INTERVAL))
         .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))
         .config("spark.sql.debug.maxToStringFields", "1000")
+        # Kafka source options may hold a login or a client key: never printed in plans.
+        .config("spark.sql.redaction.options.regex", _SECRET_OPTIONS)
     )
     if chosen.startswith("local"):  # a cluster's workers may not have this package installed
         builder = builder.config("spark.python.daemon.module", "replay.spark")

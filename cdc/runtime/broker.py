@@ -18,15 +18,16 @@ from pathlib import Path
 from cdc.errors import SetupError
 from cdc.runtime import jars
 from cdc.runtime.service import LocalService, terminate_group
+from cdc.runtime.tls import LocalPki
 
 _SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{sasl}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}{sasl}
+listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}{secured}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port}{secured}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL
 inter.broker.listener.name=PLAINTEXT
 log.dirs={log_dir}
 num.partitions=1
@@ -79,15 +80,29 @@ def _sasl_settings(users: Mapping[str, str]) -> str:
     )
 
 
+def _tls_settings(pki: LocalPki, keystore: Path) -> str:
+    """The properties of an SSL listener requiring a client certificate signed by ``pki.ca``;
+    writes the server's key and certificate into ``keystore`` (a Java PEM keystore is one file)."""
+    keystore.write_text(pki.server_key.read_text() + pki.server_cert.read_text())
+    return (
+        "listener.name.ssl.ssl.keystore.type=PEM\n"
+        f"listener.name.ssl.ssl.keystore.location={keystore}\n"
+        "listener.name.ssl.ssl.truststore.type=PEM\n"
+        f"listener.name.ssl.ssl.truststore.location={pki.ca}\n"
+        "listener.name.ssl.ssl.client.auth=required\n"
+    )
+
+
 class LocalKafkaBroker(LocalService):
     """Starts and stops one KRaft broker; ``bootstrap_servers`` is valid after :meth:`start`.
 
     With ``sasl_users`` (name -> password) it also listens on ``sasl_port`` for SASL_PLAINTEXT
-    clients logging in with PLAIN: how a secured cluster is reached, for tests and trials."""
+    clients logging in with PLAIN, and with ``tls`` on ``ssl_port`` for TLS clients presenting a
+    certificate of that CA (mutual TLS): how secured clusters are reached, for tests and trials."""
 
     def __init__(
         self, data_dir: Path, port: int = 0, controller_port: int = 0, heap: str = "768m",
-        *, sasl_users: Mapping[str, str] | None = None,
+        *, sasl_users: Mapping[str, str] | None = None, tls: LocalPki | None = None,
     ) -> None:  # fmt: skip
         self.data_dir = data_dir.resolve()
         self.port = port
@@ -95,6 +110,8 @@ class LocalKafkaBroker(LocalService):
         self.heap = heap
         self.sasl_users = dict(sasl_users or {})
         self.sasl_port = 0
+        self.tls = tls
+        self.ssl_port = 0
         self.log_file = self.data_dir / "broker.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -117,16 +134,20 @@ class LocalKafkaBroker(LocalService):
         self.controller_port = self.controller_port or free_port()
         if self.sasl_users:
             self.sasl_port = self.sasl_port or free_port()
-        sasl = f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}" if self.sasl_users else ""
+        secured = f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}" if self.sasl_users else ""
+        if self.tls:
+            self.ssl_port = self.ssl_port or free_port()
+            secured += f",SSL://127.0.0.1:{self.ssl_port}"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         props, log4j = self.data_dir / "server.properties", self.data_dir / "log4j2.properties"
         log_dir = self.data_dir / "kraft-logs"
         props.write_text(
             _SERVER_PROPERTIES.format(
                 port=self.port, controller_port=self.controller_port, log_dir=log_dir,
-                sasl=sasl,
+                secured=secured,
             )
             + (_sasl_settings(self.sasl_users) if self.sasl_users else "")
+            + (_tls_settings(self.tls, self.data_dir / "server-keystore.pem") if self.tls else "")
         )  # fmt: skip
         log4j.write_text(_LOG4J2.format(log_file=self.log_file))
         jvm = [java, f"-Xmx{self.heap}", f"-Dlog4j2.configurationFile={log4j}", "-cp", classpath]

@@ -53,13 +53,24 @@ class LoginWatch:
         self.refused: str | None = None
 
     def __call__(self, err: kc.KafkaError) -> None:
-        if err.code() in _REFUSED_CODES:
-            self.refused = str(err.str())
+        text = str(err.str())
+        # A broker refusing the client's certificate ends the handshake with a TLS alert, which
+        # librdkafka reports as a transport failure: "... SSL routines::... bad certificate".
+        if err.code() in _REFUSED_CODES or ("SSL routines" in text and "certificate" in text):
+            self.refused = text
 
     def check(self, what: str) -> None:
         """Raise :class:`KafkaRefusedError` for ``what`` if a login was refused."""
         if self.refused is not None:
-            raise KafkaRefusedError(f"{what}: the brokers refused the login: {self.refused}")
+            raise refused(what, self.refused)
+
+
+def refused(what: str, detail: str) -> KafkaRefusedError:
+    """The error of ``what`` failing because a login failed with librdkafka's ``detail``."""
+    return KafkaRefusedError(
+        f"{what}: logging in to the brokers failed (not retried: check the URL's login"
+        f" settings): {detail}"
+    )
 
 
 def failed(what: str, exc: kc.KafkaException, login: LoginWatch | None = None) -> KafkaStreamError:
@@ -67,7 +78,7 @@ def failed(what: str, exc: kc.KafkaException, login: LoginWatch | None = None) -
     :class:`KafkaUnavailableError` when ``unavailable``."""
     err = exc.args[0] if exc.args else None
     if login is not None and login.refused is not None:
-        return KafkaRefusedError(f"{what}: the brokers refused the login: {login.refused}")
+        return refused(what, login.refused)
     if not isinstance(err, kc.KafkaError):
         return KafkaStreamError(f"{what}: {exc}")
     if unavailable(err):

@@ -13,6 +13,7 @@ import pytest
 
 from cdc.errors import UnavailableError, UsageError
 from cdc.runtime.broker import LocalKafkaBroker
+from cdc.runtime.tls import make_local_pki
 from cdc.streams.kafka_stream import _METADATA_TIMEOUT_S, KafkaRefusedError
 from cdc.streams.registry import open_stream, printable_url
 from projections.change_ops import RowChange
@@ -53,10 +54,48 @@ def test_same_names_pass_and_differing_ones_are_translated() -> None:
 
 
 def test_settings_without_a_translation_are_named() -> None:
-    with pytest.raises(UsageError, match=r"ssl\.certificate\.location, ssl\.key\.location"):
-        java_client_options({"ssl.key.location": "k.pem", "ssl.certificate.location": "c.pem"})
+    with pytest.raises(UsageError, match=r"sasl\.kerberos\.keytab, ssl\.engine\.location"):
+        java_client_options({"ssl.engine.location": "e.so", "sasl.kerberos.keytab": "k"})
     with pytest.raises(UsageError, match=r"sasl\.mechanism=GSSAPI"):
         java_client_options({"sasl.mechanism": "GSSAPI", "sasl.username": "u"})
+
+
+CERT = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+KEY = "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n"
+
+
+def test_a_client_certificate_becomes_an_inline_pem_keystore(tmp_path: Path) -> None:
+    """The driver reads the files, so executors on other machines need none of them."""
+    (tmp_path / "c.pem").write_text(CERT)
+    (tmp_path / "c.key").write_text(KEY)
+    files = {"ssl.certificate.location": str(tmp_path / "c.pem"),
+             "ssl.key.location": str(tmp_path / "c.key"), "ssl.key.password": "kp"}  # fmt: skip
+    keystore = {"kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.certificate.chain": CERT,
+                "kafka.ssl.keystore.key": KEY}  # fmt: skip
+    assert java_client_options(files) == {**keystore, "kafka.ssl.key.password": "kp"}
+    assert java_client_options({"ssl.certificate.pem": CERT, "ssl.key.pem": KEY}) == keystore
+    pkcs12 = {"ssl.keystore.location": "/etc/c.p12", "ssl.keystore.password": "sp"}
+    assert java_client_options(pkcs12) == {
+        "kafka.ssl.keystore.type": "PKCS12", "kafka.ssl.keystore.location": "/etc/c.p12",
+        "kafka.ssl.keystore.password": "sp",
+    }  # fmt: skip
+    assert java_client_options({"ssl.ca.pem": CERT, "ssl.ca.location": "probe"}) == {
+        "kafka.ssl.truststore.type": "PEM",
+        "kafka.ssl.truststore.certificates": CERT,
+    }
+    assert java_client_options({"ssl.ca.location": "probe"}) == {}
+
+
+def test_a_client_certificate_the_java_client_cannot_read_is_named(tmp_path: Path) -> None:
+    (tmp_path / "rsa.key").write_text(KEY.replace("PRIVATE KEY", "RSA PRIVATE KEY"))
+    legacy = {"ssl.certificate.pem": CERT, "ssl.key.location": str(tmp_path / "rsa.key")}
+    with pytest.raises(UsageError, match=r"RSA key in the legacy format.*openssl pkcs8 -topk8"):
+        java_client_options(legacy)
+    with pytest.raises(UsageError, match=r"gives ssl\.certificate\.\* without its pair"):
+        java_client_options({"ssl.certificate.pem": CERT})
+    missing = {"ssl.certificate.location": str(tmp_path / "none.pem"), "ssl.key.pem": KEY}
+    with pytest.raises(UsageError, match=r"ssl\.certificate\.location .*none\.pem cannot be read"):
+        java_client_options(missing)
 
 
 LOGIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
@@ -64,14 +103,65 @@ LOGIN = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
 
 
 @pytest.fixture(scope="module")
-def sasl_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a broker's SASL/PLAIN listener, with a login it takes."""
-    broker = LocalKafkaBroker(tmp_path_factory.mktemp("sasl"), sasl_users={"alice": "alice-secret"})
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaBroker]:
+    """A broker with a SASL/PLAIN listener (alice's login) and a mutual-TLS one."""
+    pki = make_local_pki(tmp_path_factory.mktemp("pki"))
+    broker = LocalKafkaBroker(
+        tmp_path_factory.mktemp("secured"), sasl_users={"alice": "alice-secret"}, tls=pki
+    )
     broker.start()
     try:
-        yield f"kafka://127.0.0.1:{broker.sasl_port}?{urlencode(LOGIN)}"
+        yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="module")
+def sasl_url(secured: LocalKafkaBroker) -> str:
+    """The URL of the SASL/PLAIN listener, with a login it takes."""
+    return f"kafka://127.0.0.1:{secured.sasl_port}?{urlencode(LOGIN)}"
+
+
+@pytest.mark.integration
+def test_a_mutual_tls_cluster_is_read_by_the_driver_and_by_spark_alike(
+    spark: Any, secured: LocalKafkaBroker, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The client certificate reaches Spark's Kafka source as an inline PEM keystore, the CA as
+    a PEM truststore; the broker takes no client without a certificate of its CA."""
+    assert secured.tls is not None
+    url = f"kafka://127.0.0.1:{secured.ssl_port}?{urlencode(secured.tls.client_settings())}"
+    stream = open_stream(url)
+    try:
+        stream.ensure_topic("mtls", 2)
+        writer = stream.writer("mtls-writer")
+        writer.begin()
+        for i in range(30):
+            writer.send("mtls", f"k{i}".encode(), f"v{i}".encode(), partition=i % 2)
+        writer.commit()
+        writer.close()
+        plan = plan_replay(stream, ["mtls"], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+    finally:
+        stream.close()
+    by_driver = sorted(tuple(r) for r in read_records(spark, url, plan).collect())
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", "0")  # Spark's Kafka source
+    by_spark = sorted(tuple(r) for r in read_records(spark, url, plan).collect())
+    assert len(by_spark) == 30 and by_spark == by_driver
+
+    anonymous = {**secured.tls.client_settings()}
+    del anonymous["ssl.certificate.location"], anonymous["ssl.key.location"]
+    strange_ca = {**secured.tls.client_settings(), "ssl.ca.location": str(other_ca(tmp_path))}
+    for settings in (anonymous, strange_ca):  # the broker refuses us, we refuse the broker
+        refused = open_stream(f"kafka://127.0.0.1:{secured.ssl_port}?{urlencode(settings)}")
+        try:
+            with pytest.raises(KafkaRefusedError, match=r"logging in to the brokers fail.*cert"):
+                refused.partition_count("mtls")
+        finally:
+            refused.close()
+
+
+def other_ca(directory: Path) -> Path:
+    """The CA certificate of another throw-away authority than the broker's."""
+    return make_local_pki(directory / "other-pki").ca
 
 
 @pytest.mark.integration
@@ -156,12 +246,12 @@ def test_a_login_the_brokers_refuse_is_named_at_once_by_the_drivers_client(
         stream.close()
     assert time.monotonic() - started < _METADATA_TIMEOUT_S / 2  # did not wait it out
     assert not isinstance(refused.value, UnavailableError)  # --follow does not retry it
-    assert "the brokers refused the login" in str(refused.value)
+    assert "logging in to the brokers failed" in str(refused.value)
 
     args = ("owners", "--stream", wrong, "--id", "p", "--input", "secured")
     owners = replicator(*args, cwd=tmp_path)
     assert owners.returncode == 2
-    assert owners.stderr.count("\n") == 1 and "refused the login" in owners.stderr
+    assert owners.stderr.count("\n") == 1 and "logging in to the brokers failed" in owners.stderr
     assert "not-alices-secret" not in owners.stdout + owners.stderr
 
     right = open_stream(sasl_url)  # the same calls with the right login answer
