@@ -27,7 +27,7 @@ from cdc.errors import UsageError
 from cdc.processor.events import Decoder, json_decoder
 from cdc.processor.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport
-from cdc.processor.tasks import RebalanceEvent, StateTask, open_task, wanted_standbys
+from cdc.processor.tasks import RebalanceEvent, StateTask, TaskOwners, open_task, wanted_standbys
 from cdc.state import StateTable, StateTables
 from cdc.streams.protocol import (
     EventStream,
@@ -86,6 +86,7 @@ class GroupProcessor(EventProcessor):
         self._group_reader: GroupReader | None = None
         self.lost_transactions = 0
         self._standby_due = 0.0
+        self._owners = TaskOwners(stream, config, member)
         self._rebalances_seen = 0
         self.rebalances: list[RebalanceEvent] = []
         """Every change of this member's tasks, in order."""
@@ -214,8 +215,8 @@ class GroupProcessor(EventProcessor):
         self._group_reader.seek(owned)
 
     def _refresh_standbys(self) -> None:
-        wanted = wanted_standbys(self.stream, self.config, self.member, self.standby_replicas,
-                                 self.tasks, self.standbys)  # fmt: skip
+        owners, replicas = self._owners.now(len(self.rebalances)), self.standby_replicas
+        wanted = wanted_standbys(owners, self.member, replicas, self.tasks, self.standbys)
         for partition in sorted(set(self.standbys) - wanted):
             self.standbys.pop(partition).close()  # its store stays: a later restore is a tail
         for partition in sorted(wanted - set(self.tasks)):

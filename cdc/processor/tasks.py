@@ -9,6 +9,7 @@ member owns by tailing its changelog partitions, so a failover restores only the
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
@@ -58,19 +59,51 @@ def standby_tasks(
     return out
 
 
+OWNERS_INTERVAL_S = 15.0
+"""How often a member with standbys asks the group who has which task while it sees no
+rebalance (a backstop: every change of tasks is a rebalance all members take part in)."""
+OWNERS_SETTLING_S = 10.0
+"""For this long after a rebalance the member took part in, it asks at every standby refresh:
+the others' new tasks show in the group's description only once they all have joined."""
+
+
+class TaskOwners:
+    """Who has which task of the processor, as the consumer group describes it, asked only
+    around rebalances and every ``OWNERS_INTERVAL_S`` (describing a group is a broker request;
+    members refresh their standbys every second)."""
+
+    def __init__(self, stream: EventStream, config: ProcessorConfig, member: str) -> None:
+        self.stream, self.config, self.member = stream, config, member
+        self._owners: dict[int, str] = {}
+        self._asked_at: float | None = None
+        self._settled_at = 0.0
+        self._rebalances = 0
+
+    def now(self, rebalances: int) -> dict[int, str]:
+        """The owners (empty while the group cannot be described); ``rebalances``: how many
+        rebalances the member has seen, a change of which starts a settling period."""
+        now = time.monotonic()
+        if rebalances != self._rebalances:
+            self._rebalances, self._settled_at = rebalances, now + OWNERS_SETTLING_S
+        fresh = self._asked_at is not None and now - self._asked_at < OWNERS_INTERVAL_S
+        if fresh and now >= self._settled_at:
+            return dict(self._owners)
+        try:
+            self._owners = self.stream.task_owners(self.config.processor_id, self.config.inputs[0])
+            self._asked_at = now
+        except UserError as exc:  # advice only: try again at the next refresh
+            _log.warning("member %s: who has which task is unknown: %s", self.member, exc)
+            self._owners, self._asked_at = {}, None
+        return dict(self._owners)
+
+
 def wanted_standbys(
-    stream: EventStream, config: ProcessorConfig, member: str, replicas: int,
-    active: Iterable[int], kept: Iterable[int],
+    owners: Mapping[int, str], member: str, replicas: int, active: Iterable[int],
+    kept: Iterable[int],
 ) -> set[int]:  # fmt: skip
-    """``standby_tasks`` of ``member`` (whose own tasks are ``active``) with the owners as the
-    stream sees them now; while it cannot tell, the standbys ``kept`` stay as they are."""
-    try:
-        owners = stream.task_owners(config.processor_id, config.inputs[0])
-    except UserError as exc:  # advice only: try again at the next refresh
-        _log.warning("member %s: who has which task is unknown: %s", member, exc)
-        owners = {}
-    owners |= dict.fromkeys(active, member)  # the member knows its own tasks best
-    return standby_tasks(owners, member, replicas, kept)
+    """``standby_tasks`` of ``member`` (whose own tasks are ``active``) with the group's
+    ``owners`` (empty: unknown, and the standbys ``kept`` stay as they are)."""
+    return standby_tasks({**owners, **dict.fromkeys(active, member)}, member, replicas, kept)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Standby replicas of partitioned processors on the local log: placement on the owner ring, warm
-takeovers with only the tail, and standbys kept while the group's view cannot be read."""
+takeovers with only the tail, standbys kept while the group's view cannot be read, and that view
+asked around rebalances only."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 
 from cdc.errors import UsageError
 from cdc.processor import ProcessorConfig
-from cdc.processor.tasks import standby_tasks, wanted_standbys
+from cdc.processor.tasks import (
+    OWNERS_INTERVAL_S,
+    OWNERS_SETTLING_S,
+    TaskOwners,
+    standby_tasks,
+    wanted_standbys,
+)
 from cdc.streams.local import LocalLog
 from cdc.streams.protocol import EventStream
 from tests.cdc.processor.group_members import TOPIC, member, open_group_log, run_until_idle, state
@@ -66,8 +73,51 @@ def test_standbys_stay_while_the_owners_cannot_be_read(tmp_path: Path) -> None:
             raise UsageError(f"describing consumer group {group}: broker unreachable")
 
     config = ProcessorConfig("pay", (TOPIC,), store_url="memory://")
-    stream = cast(EventStream, Unreachable())
-    assert wanted_standbys(stream, config, "b", 1, active=[1], kept=[0, 3]) == {0, 3}
+    owners = TaskOwners(cast(EventStream, Unreachable()), config, "b").now(rebalances=0)
+    assert owners == {}
+    assert wanted_standbys(owners, "b", 1, active=[1], kept=[0, 3]) == {0, 3}
+
+
+def test_the_group_is_described_around_rebalances_and_seldom_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Standbys refresh every second; describing the group each time was a broker request per
+    member per second. Tasks change only in rebalances every member takes part in."""
+    clock = [1000.0]
+    monkeypatch.setattr("cdc.processor.tasks.time.monotonic", lambda: clock[0])
+
+    class Group:
+        asked = 0
+        reachable = True
+
+        def task_owners(self, group: str, topic: str) -> dict[int, str]:
+            self.asked += 1
+            if not self.reachable:
+                raise UsageError("broker unreachable")
+            return {0: "a", 1: "b"}
+
+    group = Group()
+    view = TaskOwners(cast(EventStream, group), ProcessorConfig("pay", (TOPIC,)), "b")
+
+    def refresh(seconds: float, rebalances: int = 0) -> dict[int, str]:
+        clock[0] += seconds
+        return view.now(rebalances)
+
+    assert refresh(0) == {0: "a", 1: "b"} and group.asked == 1
+    for _ in range(int(OWNERS_INTERVAL_S) - 1):
+        assert refresh(1) == {0: "a", 1: "b"}
+    assert group.asked == 1  # nothing changed: the answer is kept
+    assert refresh(1) and group.asked == 2  # the backstop
+    refresh(1, rebalances=1)  # a rebalance: asked at every refresh while the group settles
+    for _ in range(int(OWNERS_SETTLING_S) - 1):
+        refresh(1, rebalances=1)
+    assert group.asked == 2 + int(OWNERS_SETTLING_S)
+    refresh(2, rebalances=1)
+    assert group.asked == 2 + int(OWNERS_SETTLING_S)  # settled
+    group.reachable = False
+    assert refresh(OWNERS_INTERVAL_S, rebalances=1) == {}  # unknown: the kept standbys stay
+    group.reachable = True
+    assert refresh(1, rebalances=1) == {0: "a", 1: "b"}  # a failure is retried at once
 
 
 def test_standbys_spread_one_per_task_and_move_when_a_member_leaves(
