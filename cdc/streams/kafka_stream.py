@@ -31,8 +31,9 @@ __all__ = [
 
 _METADATA_TIMEOUT_S = 30.0
 LOGIN_CHECK_S = 1.0
-"""Metadata requests wait in slices of this long, checking between them whether the brokers
-refused the login (librdkafka would otherwise retry it until the whole timeout is spent)."""
+"""Metadata requests wait first this long, then twice as long each time, checking in between
+whether a login failed (librdkafka would retry it until the whole timeout is spent); the
+doubling leaves a slow cluster the long waits it needs."""
 _Answer = TypeVar("_Answer")
 
 
@@ -54,18 +55,19 @@ class KafkaEventStream:
         return {**self.client_config, "error_cb": self.login}
 
     def _ask(self, what: str, call: Callable[[float], _Answer]) -> _Answer:
-        """``call(timeout_s)``'s answer within ``_METADATA_TIMEOUT_S``, asked in slices of
-        ``LOGIN_CHECK_S``: a refused login ends the wait at once, as our error."""
-        deadline = time.monotonic() + _METADATA_TIMEOUT_S
+        """``call(timeout_s)``'s answer within ``_METADATA_TIMEOUT_S``, asked with waits of
+        ``LOGIN_CHECK_S``, doubling: a failed login ends the wait at once, as our error."""
+        deadline, wait = time.monotonic() + _METADATA_TIMEOUT_S, LOGIN_CHECK_S
         while True:
             try:
-                answer = call(min(LOGIN_CHECK_S, max(0.05, deadline - time.monotonic())))
+                answer = call(min(wait, max(0.05, deadline - time.monotonic())))
             except kc.KafkaException as exc:
                 self._admin.poll(0)  # serve the clients' error callbacks
                 self._meta.poll(0)
                 err = exc.args[0] if exc.args else None
                 waiting = isinstance(err, kc.KafkaError) and unavailable(err)
                 if waiting and self.login.refused is None and time.monotonic() < deadline:
+                    wait *= 2
                     continue
                 raise failed(what, exc, self.login) from exc
             self.login.refused = None  # answered: whatever was refused before is not now
