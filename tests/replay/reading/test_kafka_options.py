@@ -20,7 +20,7 @@ from projections.change_ops import RowChange
 from replay.cli.follow import follow_rounds
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.kafka_options import java_client_options
-from replay.reading.plan import plan_replay
+from replay.reading.plan import ReplayPlan, plan_replay
 from replay.reading.sources import read_records
 from replay.sinks import duckdb_files
 from replay.spark import KafkaSourceRefusedError, kafka_source_error
@@ -130,18 +130,7 @@ def test_a_mutual_tls_cluster_is_read_by_the_driver_and_by_spark_alike(
     a PEM truststore; the broker takes no client without a certificate of its CA."""
     assert secured.tls is not None
     url = f"kafka://127.0.0.1:{secured.ssl_port}?{urlencode(secured.tls.client_settings())}"
-    stream = open_stream(url)
-    try:
-        stream.ensure_topic("mtls", 2)
-        writer = stream.writer("mtls-writer")
-        writer.begin()
-        for i in range(30):
-            writer.send("mtls", f"k{i}".encode(), f"v{i}".encode(), partition=i % 2)
-        writer.commit()
-        writer.close()
-        plan = plan_replay(stream, ["mtls"], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
-    finally:
-        stream.close()
+    plan, _ = written_and_planned(url, "mtls", 30)
     by_driver = sorted(tuple(r) for r in read_records(spark, url, plan).collect())
     monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", "0")  # Spark's Kafka source
     by_spark = sorted(tuple(r) for r in read_records(spark, url, plan).collect())
@@ -159,6 +148,24 @@ def test_a_mutual_tls_cluster_is_read_by_the_driver_and_by_spark_alike(
             refused.close()
 
 
+def written_and_planned(url: str, topic: str, records: int) -> tuple[ReplayPlan, str]:
+    """Write ``records`` records to a new 2-partition ``topic`` through the stream at ``url`` (in
+    one transaction); the plan reading them all, and the stream's own url."""
+    stream = open_stream(url)
+    try:
+        stream.ensure_topic(topic, 2)
+        writer = stream.writer(f"{topic}-writer")
+        writer.begin()
+        for i in range(records):
+            writer.send(topic, f"k{i}".encode(), f"v{i}".encode(), partition=i % 2)
+        writer.commit()
+        writer.close()
+        plan = plan_replay(stream, [topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+        return plan, stream.url
+    finally:
+        stream.close()
+
+
 def other_ca(directory: Path) -> Path:
     """The CA certificate of another throw-away authority than the broker's."""
     return make_local_pki(directory / "other-pki").ca
@@ -168,19 +175,8 @@ def other_ca(directory: Path) -> Path:
 def test_a_sasl_cluster_is_read_by_the_driver_and_by_spark_alike(
     spark: Any, sasl_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stream = open_stream(sasl_url)
-    try:
-        stream.ensure_topic("secured", 2)
-        writer = stream.writer("secured-writer")
-        writer.begin()
-        for i in range(40):
-            writer.send("secured", f"k{i}".encode(), f"v{i}".encode(), partition=i % 2)
-        writer.commit()
-        writer.close()
-        plan = plan_replay(stream, ["secured"], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
-        reopens = stream.url  # what the engines hand to the readers: the login included
-    finally:
-        stream.close()
+    plan, reopens = written_and_planned(sasl_url, "secured", 40)  # reopens: the stream's url,
+    # which the engines hand to the readers: the login included
     assert "alice-secret" in reopens
     assert printable_url(reopens) == f"{sasl_url.split('?')[0]}?..."
     by_driver = sorted(tuple(r) for r in read_records(spark, reopens, plan).collect())
