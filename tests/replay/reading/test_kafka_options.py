@@ -175,8 +175,8 @@ def other_ca(directory: Path) -> Path:
 def test_a_sasl_cluster_is_read_by_the_driver_and_by_spark_alike(
     spark: Any, sasl_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plan, reopens = written_and_planned(sasl_url, "secured", 40)  # reopens: the stream's url,
-    # which the engines hand to the readers: the login included
+    # reopens: the stream's url, which the engines hand to the readers: the login included
+    plan, reopens = written_and_planned(sasl_url, "secured", 40)
     assert "alice-secret" in reopens
     assert printable_url(reopens) == f"{sasl_url.split('?')[0]}?..."
     by_driver = sorted(tuple(r) for r in read_records(spark, reopens, plan).collect())
