@@ -68,6 +68,12 @@ def one_line(exc: BaseException) -> str:
     return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+class LoginRefusedError(UserError):
+    """The brokers refused the client's login (credentials, mechanism, certificate). Retrying
+    helps only if the credentials' own service was down: ``--follow`` retries it once a round
+    has succeeded, and stops at once on a login that never worked."""
+
+
 class UnavailableError(UserError):
     """The stream or a sink could not be reached in time, or stayed busy: the same step may
     succeed later (``--follow`` retries its round; a one-off command stops)."""

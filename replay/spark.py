@@ -24,7 +24,7 @@ from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 
-from cdc.errors import UnavailableError, UserError
+from cdc.errors import LoginRefusedError, UnavailableError, UserError
 from cdc.runtime import jars
 
 __all__ = [
@@ -156,7 +156,7 @@ class KafkaSourceUnavailableError(UnavailableError):
     """A Spark job failed because its Kafka source could not reach the brokers in time."""
 
 
-class KafkaSourceRefusedError(UserError):
+class KafkaSourceRefusedError(LoginRefusedError):
     """A Spark job failed because the brokers refused its Kafka source (login, permissions)."""
 
 

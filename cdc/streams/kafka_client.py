@@ -29,6 +29,7 @@ __all__ = [
     "Producer",
     "group_assignment",
     "is_retriable_abort",
+    "is_settling",
     "make_admin",
     "make_consumer",
     "make_plain_producer",
@@ -182,6 +183,11 @@ _METADATA_SETTLING = (
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError.LEADER_NOT_AVAILABLE,
 )
+
+
+def is_settling(err: KafkaError) -> bool:
+    """Whether ``err`` is metadata still settling (a new topic, a leader being elected)."""
+    return err.code() in _METADATA_SETTLING
 
 
 def is_retriable_abort(exc: KafkaException) -> bool:

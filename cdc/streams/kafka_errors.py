@@ -9,7 +9,7 @@ of "is the broker running?".
 
 from __future__ import annotations
 
-from cdc.errors import UnavailableError, UserError
+from cdc.errors import LoginRefusedError, UnavailableError, UserError
 from cdc.streams import kafka_client as kc
 
 
@@ -21,7 +21,7 @@ class KafkaUnavailableError(KafkaStreamError, UnavailableError):
     """The cluster did not answer in time (down, restarting or unreachable)."""
 
 
-class KafkaRefusedError(KafkaStreamError):
+class KafkaRefusedError(KafkaStreamError, LoginRefusedError):
     """The brokers refused the client's login (wrong credentials, mechanism or certificate):
     retrying cannot help, the stream URL's settings must change."""
 
@@ -50,6 +50,8 @@ class LoginWatch:
 
     def __call__(self, err: kc.KafkaError) -> None:
         text = str(err.str())
+        if "Failed to acquire" in text:  # an OAUTHBEARER token not fetched: its provider's outage
+            return
         # A TLS handshake fails over a certificate either way ("certificate verify failed",
         # or the broker's alert "bad certificate", reported as a transport failure); one cut
         # short by a restarting broker names none, and stays an outage.

@@ -58,20 +58,30 @@ class KafkaEventStream:
         """``call(timeout_s)``'s answer within ``_METADATA_TIMEOUT_S``, asked with waits of
         ``LOGIN_CHECK_S``, doubling: a failed login ends the wait at once, as our error."""
         deadline, wait = time.monotonic() + _METADATA_TIMEOUT_S, LOGIN_CHECK_S
+        self._serve_callbacks()
+        self.login.refused = None  # only what this request runs into counts
         while True:
             try:
                 answer = call(min(wait, max(0.05, deadline - time.monotonic())))
             except kc.KafkaException as exc:
-                self._admin.poll(0)  # serve the clients' error callbacks
-                self._meta.poll(0)
+                self._serve_callbacks()
                 err = exc.args[0] if exc.args else None
-                waiting = isinstance(err, kc.KafkaError) and unavailable(err)
+                waiting = isinstance(err, kc.KafkaError) and (
+                    unavailable(err) or kc.is_settling(err)
+                )
                 if waiting and self.login.refused is None and time.monotonic() < deadline:
                     wait *= 2
                     continue
                 raise failed(what, exc, self.login) from exc
-            self.login.refused = None  # answered: whatever was refused before is not now
+            self._serve_callbacks()
+            self.login.refused = None
             return answer
+
+    def _serve_callbacks(self) -> None:
+        """Deliver the stream's own clients' queued error callbacks and log lines (librdkafka
+        queues them until the client is polled)."""
+        self._admin.poll(0)
+        self._meta.poll(0)
 
     @classmethod
     def from_url(cls, url: str) -> KafkaEventStream:
@@ -81,6 +91,10 @@ class KafkaEventStream:
         return cls(parts.netloc, dict(parse_qsl(parts.query)))
 
     def ensure_topic(self, topic: str, partitions: int = 1, *, compacted: bool = False) -> None:
+        found = self._partitions_or_none(topic)  # first: a failed login is named here
+        if found is not None:
+            self._check_partitions(topic, found, partitions)
+            return
         config = {"cleanup.policy": "compact"} if compacted else {}
         new = kc.NewTopic(topic, num_partitions=partitions, replication_factor=-1, config=config)
         for future in self._admin.create_topics([new]).values():
@@ -94,6 +108,10 @@ class KafkaEventStream:
             if time.monotonic() > deadline:
                 raise KafkaStreamError(f"topic {topic} did not appear in the cluster metadata")
             time.sleep(0.1)
+        self._check_partitions(topic, found, partitions)
+
+    @staticmethod
+    def _check_partitions(topic: str, found: int, partitions: int) -> None:
         if found != partitions:
             raise KafkaStreamError(
                 f"topic {topic} exists with {found} partitions, {partitions} were asked for"
@@ -126,7 +144,8 @@ class KafkaEventStream:
         try:
             entries = future.result(timeout=_METADATA_TIMEOUT_S)
         except kc.KafkaException as exc:
-            raise KafkaStreamError(f"describing topic {topic}: {exc.args[0].str()}") from exc
+            self._serve_callbacks()
+            raise failed(f"describing topic {topic}", exc, self.login) from exc
         return "compact" in str(entries["cleanup.policy"].value)
 
     def bounds(self, topic: str, partition: int) -> PartitionBounds:
@@ -199,7 +218,12 @@ class KafkaEventStream:
         consumer = kc.make_consumer(self.bootstrap, group, self.client_settings())
         try:
             parts = [kc.KafkaPartition(topic, p) for p in range(self.partition_count(topic))]
-            found = consumer.committed(parts, timeout=_METADATA_TIMEOUT_S)
+            try:
+                found = consumer.committed(parts, timeout=_METADATA_TIMEOUT_S)
+            except kc.KafkaException as exc:
+                self._serve_callbacks()
+                consumer.poll(0)
+                raise failed(f"positions of group {group} on {topic}", exc, self.login) from exc
             return {tp.partition: int(tp.offset) for tp in found if tp.offset >= 0}
         finally:
             consumer.close()
@@ -208,7 +232,8 @@ class KafkaEventStream:
         try:
             assigned = kc.group_assignment(self._admin, group, _METADATA_TIMEOUT_S)
         except kc.KafkaException as exc:
-            raise KafkaStreamError(f"describing consumer group {group}: {exc}") from exc
+            self._serve_callbacks()
+            raise failed(f"describing consumer group {group}", exc, self.login) from exc
         return {partition: member for member, t, partition in assigned if t == topic}
 
     def writer(

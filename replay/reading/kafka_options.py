@@ -104,6 +104,8 @@ def _client_certificate(rest: dict[str, str]) -> dict[str, str]:
             "`openssl pkcs8 -topk8 -nocrypt -in KEY -out KEY.pk8` (-v2 aes256 to keep it "
             "encrypted) and give that file as ssl.key.location"
         )
+    if "ENCRYPTED PRIVATE KEY" not in key:  # librdkafka ignores a password the key does not
+        rest.pop("ssl.key.password", None)  # need; the Java client would try it and fail
     return {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": cert,
             "ssl.keystore.key": key}  # fmt: skip
 

@@ -22,6 +22,8 @@ def test_logins_and_certificates_are_refusals_and_cut_handshakes_are_outages() -
     assert _seen(kc.KafkaError._TRANSPORT, alert) == alert
     assert _seen(kc.KafkaError._SSL, "ssl://b:9093/1: SSL handshake failed: Disconnected") is None
     assert _seen(kc.KafkaError._TRANSPORT, "b:9092/1: Connect failed: Connection refused") is None
+    token = "Failed to acquire SASL OAUTHBEARER token: the provider did not answer"
+    assert _seen(kc.KafkaError._AUTHENTICATION, token) is None  # its provider's outage
 
 
 def test_a_seen_refusal_names_the_failure_whatever_the_call_reported() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from cdc.errors import ChangeEventError, UnavailableError
 from cdc.events.columns import Column, TableSpec
+from cdc.streams.kafka_errors import KafkaRefusedError
 from replay.cli.follow import RETRY_MAX_S, follow_rounds
 from replay.cli.replay import next_round
 from replay.reading.bounds import Bound, BoundKind
@@ -88,3 +89,19 @@ def test_other_errors_and_one_off_runs_stop_at_once() -> None:
     one = Rounds(False, True)
     one.follow(follow=False)
     assert one.outcomes == [True] and one.sleeps == []  # one round, no wait
+
+
+def test_a_refused_login_stops_at_once_unless_a_round_has_worked() -> None:
+    """A login that never worked is a wrong URL: one line, no retry. Once a round has gone
+    through, a refusal is more likely the credentials' service (LDAP, an OAuth provider) down."""
+    refused = KafkaRefusedError("offsets of t partition 0: logging in to the brokers failed")
+    first = Rounds(refused)
+    with pytest.raises(KafkaRefusedError):
+        first.follow()
+    assert first.sleeps == [] and first.warnings == []
+    later = Rounds(True, refused, refused, False)
+    with pytest.raises(KeyboardInterrupt):
+        later.follow()
+    assert later.sleeps == [0.5, 1, 0.25] and len(later.warnings) == 2
+    with pytest.raises(KafkaRefusedError):
+        Rounds(refused).follow(follow=False)

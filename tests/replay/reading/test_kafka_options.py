@@ -72,7 +72,15 @@ def test_a_client_certificate_becomes_an_inline_pem_keystore(tmp_path: Path) -> 
              "ssl.key.location": str(tmp_path / "c.key"), "ssl.key.password": "kp"}  # fmt: skip
     keystore = {"kafka.ssl.keystore.type": "PEM", "kafka.ssl.keystore.certificate.chain": CERT,
                 "kafka.ssl.keystore.key": KEY}  # fmt: skip
-    assert java_client_options(files) == {**keystore, "kafka.ssl.key.password": "kp"}
+    assert java_client_options(files) == keystore  # the key needs no password: not passed on
+    encrypted = KEY.replace("PRIVATE KEY", "ENCRYPTED PRIVATE KEY")
+    (tmp_path / "c.key").write_text(encrypted)
+    assert java_client_options(files) == {
+        **keystore,
+        "kafka.ssl.keystore.key": encrypted,
+        "kafka.ssl.key.password": "kp",
+    }
+    (tmp_path / "c.key").write_text(KEY)
     assert java_client_options({"ssl.certificate.pem": CERT, "ssl.key.pem": KEY}) == keystore
     pkcs12 = {"ssl.keystore.location": "/etc/c.p12", "ssl.keystore.password": "sp"}
     assert java_client_options(pkcs12) == {
