@@ -25,6 +25,21 @@ _ENGINE_STEPS = (
     "plan_replay", "hold_open_transactions", "read_records", "decode_native", "batch_changes",
     "find_truncates", "handle_bad_records",
 )  # fmt: skip
+_SINK_STEPS = (
+    (engine.ReplayEngine, "_schema", "engine: newest schema read"),
+    (DuckDBSink, "positions", "duckdb: ledger read (plan)"),
+    (DuckDBSink, "_covered", "duckdb: ledger read (pre-check)"),
+    (DuckDBSink, "merge", "duckdb: merge, all of it"),
+    (DuckDBStore, "merge", "duckdb: MERGE transaction"),
+    (duckdb_files, "connect", "duckdb: open the file"),
+    (DeltaSink, "merge", "delta: merge, all of it"),
+    (DeltaSink, "_plan", "delta: ledger read (plan)"),
+    (DeltaSink, "_committed", "delta: ledger read (committed)"),
+    (DeltaSink, "_merge_tombstones", "delta: tombstones MERGE"),
+    (DeltaSink, "_merge_table", "delta: table MERGE"),
+    (DeltaSink, "_applicable", "delta: tombstone join (plan)"),
+)
+"""(owner, attribute, label) of the other steps timed."""
 
 
 class PhaseTimers:
@@ -37,20 +52,11 @@ class PhaseTimers:
         """Wrap the steps (once per process; ``spark`` tells the session's DataFrame class)."""
         for name in _ENGINE_STEPS:
             self._wrap(engine, name, name)
-        self._wrap(engine.ReplayEngine, "_schema", "engine: newest schema read")
-        self._wrap(DuckDBSink, "positions", "duckdb: ledger read (plan)")
-        self._wrap(DuckDBSink, "_covered", "duckdb: ledger read (pre-check)")
-        self._wrap(DuckDBSink, "merge", "duckdb: merge, all of it")
-        self._wrap(DuckDBStore, "merge", "duckdb: MERGE transaction")
-        self._wrap(duckdb_files, "connect", "duckdb: open the file")
-        self._wrap(type(spark.range(0)), "toArrow", "spark: toArrow (staging job)")
-        self._wrap(DeltaSink, "merge", "delta: merge, all of it")
-        self._wrap(DeltaSink, "_plan", "delta: ledger read (plan)")
-        self._wrap(DeltaSink, "_committed", "delta: ledger read (committed)")
-        self._wrap(DeltaSink, "_merge_tombstones", "delta: tombstones MERGE")
-        self._wrap(DeltaSink, "_merge_table", "delta: table MERGE")
-        self._wrap(DeltaSink, "_applicable", "delta: tombstone join (plan)")
-        self._wrap(type(spark.range(0)), "first", "spark: first (delta stats)")
+        for owner, attribute, label in _SINK_STEPS:
+            self._wrap(owner, attribute, label)
+        frames = type(spark.range(0))
+        self._wrap(frames, "toArrow", "spark: toArrow (staging job)")
+        self._wrap(frames, "first", "spark: first (delta stats)")
 
     def clear(self) -> None:
         self.seconds.clear()

@@ -76,7 +76,7 @@ class TaskOwners:
         self.stream, self.config, self.member = stream, config, member
         self._owners: dict[int, str] = {}
         self._asked_at: float | None = None
-        self._settled_at = 0.0
+        self._settling_until = 0.0
         self._rebalances = 0
 
     def now(self, rebalances: int) -> dict[int, str]:
@@ -84,9 +84,9 @@ class TaskOwners:
         rebalances the member has seen, a change of which starts a settling period."""
         now = time.monotonic()
         if rebalances != self._rebalances:
-            self._rebalances, self._settled_at = rebalances, now + OWNERS_SETTLING_S
+            self._rebalances, self._settling_until = rebalances, now + OWNERS_SETTLING_S
         fresh = self._asked_at is not None and now - self._asked_at < OWNERS_INTERVAL_S
-        if fresh and now >= self._settled_at:
+        if fresh and now >= self._settling_until:
             return dict(self._owners)
         try:
             self._owners = self.stream.task_owners(self.config.processor_id, self.config.inputs[0])

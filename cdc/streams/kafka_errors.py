@@ -3,8 +3,8 @@
 librdkafka retries a refused login (SASL authentication, a TLS handshake it cannot verify) as if
 the broker were down, and tells only its ``error_cb``: a blocking call then waits out its timeout
 and fails with a transport error. :class:`LoginWatch` is that callback for every client of a
-stream, so a refused login is named as such (:class:`KafkaRefusedError`, never retried) instead
-of "is the broker running?".
+stream, so a refused login is named as such (:class:`KafkaRefusedError`, a
+:class:`~cdc.errors.LoginRefusedError`) instead of "is the broker running?".
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ class KafkaUnavailableError(KafkaStreamError, UnavailableError):
 
 
 class KafkaRefusedError(KafkaStreamError, LoginRefusedError):
-    """The brokers refused the client's login (wrong credentials, mechanism or certificate):
-    retrying cannot help, the stream URL's settings must change."""
+    """The brokers refused the client's login (wrong credentials, mechanism or certificate)."""
 
 
 _UNAVAILABLE_CODES = (
@@ -43,7 +42,7 @@ def unavailable(err: kc.KafkaError) -> bool:
 
 class LoginWatch:
     """An ``error_cb`` keeping the newest refused login librdkafka reported (the callbacks run
-    when a client is polled: :meth:`KafkaEventStream.refusal` polls the stream's own)."""
+    when a client is polled: ``KafkaEventStream`` polls its own around each metadata request)."""
 
     def __init__(self) -> None:
         self.refused: str | None = None
@@ -64,8 +63,7 @@ class LoginWatch:
 def refused(what: str, detail: str) -> KafkaRefusedError:
     """The error of ``what`` failing because a login failed with librdkafka's ``detail``."""
     return KafkaRefusedError(
-        f"{what}: logging in to the brokers failed (not retried: check the URL's login"
-        f" settings): {detail}"
+        f"{what}: logging in to the brokers failed (check the URL's login settings): {detail}"
     )
 
 

@@ -72,7 +72,7 @@ class KafkaEventStream:
                 if waiting and self.login.refused is None and time.monotonic() < deadline:
                     wait *= 2
                     continue
-                raise failed(what, exc, self.login) from exc
+                raise failed(what, exc, self.login) from exc  # callbacks served just above
             self._serve_callbacks()
             self.login.refused = None
             return answer
@@ -82,6 +82,12 @@ class KafkaEventStream:
         queues them until the client is polled)."""
         self._admin.poll(0)
         self._meta.poll(0)
+
+    def _failure(self, what: str, exc: kc.KafkaException) -> KafkaStreamError:
+        """``exc`` of ``what`` as our error, once the callbacks that may name a refused login
+        have been served."""
+        self._serve_callbacks()
+        return failed(what, exc, self.login)
 
     @classmethod
     def from_url(cls, url: str) -> KafkaEventStream:
@@ -144,8 +150,7 @@ class KafkaEventStream:
         try:
             entries = future.result(timeout=_METADATA_TIMEOUT_S)
         except kc.KafkaException as exc:
-            self._serve_callbacks()
-            raise failed(f"describing topic {topic}", exc, self.login) from exc
+            raise self._failure(f"describing topic {topic}", exc) from exc
         return "compact" in str(entries["cleanup.policy"].value)
 
     def bounds(self, topic: str, partition: int) -> PartitionBounds:
@@ -221,9 +226,8 @@ class KafkaEventStream:
             try:
                 found = consumer.committed(parts, timeout=_METADATA_TIMEOUT_S)
             except kc.KafkaException as exc:
-                self._serve_callbacks()
-                consumer.poll(0)
-                raise failed(f"positions of group {group} on {topic}", exc, self.login) from exc
+                consumer.poll(0)  # its own callbacks too
+                raise self._failure(f"positions of group {group} on {topic}", exc) from exc
             return {tp.partition: int(tp.offset) for tp in found if tp.offset >= 0}
         finally:
             consumer.close()
@@ -232,8 +236,7 @@ class KafkaEventStream:
         try:
             assigned = kc.group_assignment(self._admin, group, _METADATA_TIMEOUT_S)
         except kc.KafkaException as exc:
-            self._serve_callbacks()
-            raise failed(f"describing consumer group {group}", exc, self.login) from exc
+            raise self._failure(f"describing consumer group {group}", exc) from exc
         return {partition: member for member, t, partition in assigned if t == topic}
 
     def writer(

@@ -15,7 +15,8 @@ are translated:
   files, read here on the driver) or ``ssl.certificate.pem`` + ``ssl.key.pem`` -> a PEM keystore
   given inline (``ssl.keystore.certificate.chain``, ``ssl.keystore.key``: the executors need no
   files); ``ssl.keystore.location`` (PKCS#12) -> the same with ``ssl.keystore.type=PKCS12``;
-  ``ssl.key.password`` and ``ssl.keystore.password`` keep their names. The Java client reads
+  ``ssl.key.password`` (for an encrypted key only: librdkafka ignores it otherwise, the Java
+  client would fail) and ``ssl.keystore.password`` keep their names. The Java client reads
   PKCS#8 keys only: a PKCS#1 or SEC1 key (``BEGIN RSA/EC PRIVATE KEY``) stops the read with the
   ``openssl pkcs8`` command that converts it;
 - ``ssl.endpoint.identification.algorithm=none`` -> empty (the Java client's "off").
