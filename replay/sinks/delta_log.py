@@ -20,6 +20,9 @@ from replay.sinks.ledger import decode_metadata
 from replay.sinks.protocol import LedgerEntry
 
 _COMMIT_FILE = re.compile(r"^(\d{20})\.json$")
+# A checksum's top-level file count: before the first nested object (its ``metadata``), so a
+# checksum that lists the files themselves need not be read whole.
+_CHECKSUM_FILES = re.compile(r'^\{[^{]*"numFiles"\s*:\s*(\d+)')
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,22 @@ def latest_version(table_dir: Path) -> int | None:
     while (log / f"{version + 1:020d}.json").is_file():
         version += 1
     return version
+
+
+def data_file_count(table_dir: Path) -> int | None:
+    """How many data files the table's newest version has, from its checksum file
+    (``<version>.crc``, which Delta writes after each commit); None when that is not known (no
+    table, no checksum yet, or one being written)."""
+    version = latest_version(table_dir)
+    if version is None:
+        return None
+    try:
+        with (table_dir / "_delta_log" / f"{version:020d}.crc").open(encoding="utf-8") as file:
+            head = file.read(4096)
+    except OSError:
+        return None
+    found = _CHECKSUM_FILES.match(head)
+    return int(found.group(1)) if found else None
 
 
 def _checkpoint_version(log: Path) -> int | None:

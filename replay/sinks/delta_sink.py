@@ -33,7 +33,12 @@ from delta.tables import DeltaTable
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
 from replay.sinks.delta_evolution import check_casts, evolved_rows
-from replay.sinks.delta_log import commit_versions, latest_version, read_ledger
+from replay.sinks.delta_log import (
+    commit_versions,
+    data_file_count,
+    latest_version,
+    read_ledger,
+)
 from replay.sinks.ledger import (
     VersionUnavailableError,
     encode_metadata,
@@ -132,6 +137,10 @@ class DeltaSink:
                 self._overwrite(rules.tombstones_table(spec.name), deleted, meta, None)
                 self._overwrite(spec.name, upserts, meta, seq)
             else:
+                # A batch holds one change per key, so its upserts can only be older than the
+                # deletes of earlier batches: with none remembered, the MERGE needs no join.
+                tombstones = self.root / rules.tombstones_table(spec.name)
+                remembered = data_file_count(tombstones) != 0
                 if deletes or not self._exists(rules.tombstones_table(spec.name)):
                     self._merge_tombstones(spec, deleted, meta)
                 current = self.spark.read.format("delta").load(self._path(spec.name))
@@ -141,7 +150,7 @@ class DeltaSink:
                     evolved = evolved_rows(spec, current, self._applicable(spec, changes), wanted)
                     self._overwrite(spec.name, evolved, meta, seq)
                 else:
-                    self._merge_table(spec, data, changes, meta, seq)
+                    self._merge_table(spec, data, changes, meta, seq, remembered=remembered)
             return self._committed(spec.name, meta, base)
         finally:
             changes.unpersist()
@@ -186,10 +195,12 @@ class DeltaSink:
         return changes.join(tombstones, list(spec.primary_key), "left").filter(rules.NOT_TOMBSTONED)
 
     def _merge_table(
-        self, spec: TableSpec, data: list[str], changes: DataFrame, meta: str, seq: int
-    ) -> None:
-        """One MERGE of the batch, minus upserts older than their key's tombstone."""
-        source = self._applicable(spec, changes)
+        self, spec: TableSpec, data: list[str], changes: DataFrame, meta: str, seq: int, *,
+        remembered: bool,
+    ) -> None:  # fmt: skip
+        """One MERGE of the batch, minus upserts older than their key's tombstone (if any
+        delete is ``remembered``: else joining the empty tombstone table costs ~0.25 s)."""
+        source = self._applicable(spec, changes) if remembered else changes
         values: dict[str, str | Column] = {_quote(c): f"s.{_quote(c)}" for c in [*data, POS]}
         confs = {TXN_APP_ID: _app_id(spec.name), TXN_VERSION: str(seq), USER_METADATA: meta}
         with _session_confs(self.spark, confs):

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from cdc.streams.protocol import TopicPartition
-from replay.sinks.delta_log import commit_versions, latest_version, read_ledger
+from replay.sinks.delta_log import commit_versions, data_file_count, latest_version, read_ledger
 from replay.sinks.ledger import encode_metadata
 
 P0 = TopicPartition("t", 0)
@@ -63,3 +63,21 @@ def test_a_checkpoint_pointer_caught_mid_write_falls_back_to_the_listing(tmp_pat
     (table / "_delta_log" / "_last_checkpoint").write_text('{"vers')
     assert latest_version(table) == 3
     assert read_ledger("t", table, latest_only=True)[0].entry.version == 3
+
+
+def test_the_data_file_count_comes_from_the_newest_checksum(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    assert data_file_count(table) is None  # no table
+    commit(table, 0, None)
+    assert data_file_count(table) is None  # no checksum (yet)
+    log = table / "_delta_log"
+    checksum = {"txnId": "x", "tableSizeBytes": 0, "numFiles": 0, "metadata": {"numFiles": 7}}
+    (log / f"{0:020d}.crc").write_text(json.dumps(checksum))
+    assert data_file_count(table) == 0
+    commit(table, 1, None)  # the newest version's checksum is what counts
+    assert data_file_count(table) is None
+    nested = {"txnId": "y", "metadata": {"numFiles": 7}, "numFiles": 3}
+    (log / f"{1:020d}.crc").write_text(json.dumps(nested))
+    assert data_file_count(table) is None  # only a top-level count before any nested object
+    (log / f"{1:020d}.crc").write_text(json.dumps({"tableSizeBytes": 9, "numFiles": 3}))
+    assert data_file_count(table) == 3

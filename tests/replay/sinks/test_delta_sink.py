@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from replay.sinks.delta_log import commit_versions, latest_version
+from replay.sinks.delta_log import commit_versions, data_file_count, latest_version
 from replay.sinks.delta_sink import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaSink
 from replay.sinks.ledger import VersionUnavailableError, encode_metadata
 from replay.sinks.merge_rules import tombstones_table
@@ -156,3 +156,26 @@ def test_tables_are_created_with_a_checkpoint_every_100_commits_and_keep_a_users
     sink.merge(SPEC, changes(upsert(3, "c", 4)), {P0: 5})
     assert _checkpoint_interval(spark, path) == "7"
     assert snapshot(sink) == [row(1, "b"), row(3, "c")]
+
+
+def test_the_merge_joins_tombstones_only_once_a_delete_is_remembered(
+    spark: Any, make_sink: SinkFactory, changes: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = _delta(make_sink)
+    joins: list[str] = []
+    applicable = DeltaSink._applicable
+
+    def counted(self: DeltaSink, spec: Any, frame: Any) -> Any:
+        joins.append(spec.name)
+        return applicable(self, spec, frame)
+
+    monkeypatch.setattr(DeltaSink, "_applicable", counted)
+    tombstones = sink.root / tombstones_table(SPEC.name)
+    sink.merge(SPEC, changes(upsert(1, "a", 1), upsert(2, "b", 2)), {P0: 2})
+    assert data_file_count(tombstones) == 0  # the real checksum of an empty table
+    sink.merge(SPEC, changes(upsert(1, "a2", 3), delete(2, 4)), {P0: 4})
+    assert joins == [] and data_file_count(tombstones) == 1
+    # Key 2's delete is remembered: a late older upsert of it stays out.
+    sink.merge(SPEC, changes(upsert(2, "late", 3), upsert(3, "c", 5)), {P0: 6})
+    assert joins == [SPEC.name]
+    assert snapshot(sink) == [row(1, "a2"), row(3, "c")]
