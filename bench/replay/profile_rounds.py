@@ -1,14 +1,16 @@
 """Where a ``--follow`` round spends its time, per Spark job and per phase of the engine.
 
     .venv/bin/python -m bench.replay.profile_rounds [--sink duckdb|delta] [--changes 1000]
-        [--rounds 8] [--keys 10000] [--stream kafka|local] [--cprofile | --phases]
-        [--conf KEY=VALUE ...]
+        [--rounds 8] [--keys 10000] [--stream kafka|local] [--command replay|project]
+        [--cprofile | --phases] [--conf KEY=VALUE ...]
 
 Starts a broker (or a local log), writes ``--keys`` rows of the follow benchmark's table
 (``SalesTopic``, 2 partitions), builds the table, then runs ``--rounds`` rounds as ``replay
 --follow`` does: ``--changes`` updates written in transactions of 100, then one catch-up
-(``ReplayEngine.run`` from the ledger). Per round it prints the wall time, the Spark jobs (from
-the REST API: wall time, tasks, call site) and the time outside them (the driver's).
+(``ReplayEngine.run`` from the ledger; with ``--command project``, one round of ``project
+--follow`` of the follow benchmark's GROUP BY projection). Per round it prints the wall time,
+the Spark jobs (from the REST API: wall time, tasks, call site) and the time outside them (the
+driver's).
 ``--phases`` then prints the mean wall time per round of each engine step from round 2 on
 (``bench.replay.round_phases``); ``--cprofile`` the driver's cProfile from round 2 on.
 """
@@ -21,17 +23,22 @@ import pstats
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bench.live_readers import _row
+from bench.live_readers import PROJECTION, _row
 from bench.replay.follow_latency import fresh_stream
 from bench.replay.profile_jobs import _jobs, _seconds
 from bench.replay.round_phases import PhaseTimers
 from cdc.streams.protocol import EventStream
+from projections import SqlProjection
 from projections.change_ops import RowChange
+from replay.projection.engine import ProjectionEngine, ProjectionJob
+from replay.projection.versions import ProjectionVersions
 from replay.reading.bounds import Bound, BoundKind
+from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink
-from replay.spark import spark_session
+from replay.spark import SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
 from tests.replay.projection.workload import SalesTopic
 
@@ -44,6 +51,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--stream", choices=("kafka", "local"), default="kafka")
+    parser.add_argument("--command", choices=("replay", "project"), default="replay")
     parser.add_argument("--cprofile", action="store_true", help="profile the driver from round 2")
     parser.add_argument("--phases", action="store_true", help="time engine steps from round 2")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -65,8 +73,7 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
     ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
     suffix = ".duckdb" if args.sink == "duckdb" else ""
     sink = open_sink(f"{args.sink}://{work}/out{suffix}", spark)
-    engine = ReplayEngine(spark, stream, sink)
-    job = ReplayJob((feeder.topic,))
+    run_round = _rounds(args.command, spark, stream, sink, feeder.topic)
     profiler = cProfile.Profile() if args.cprofile else None
     phases = PhaseTimers() if args.phases else None
     if phases is not None:
@@ -86,14 +93,13 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
             profiler.enable()
         if round_ == 2 and phases is not None:
             phases.clear()
-        (result,) = engine.run(job)
+        mode, span = run_round()
         if profiler is not None:
             profiler.disable()
         took = time.monotonic() - started
-        job = ReplayJob((feeder.topic,), start=Bound(BoundKind.LEDGER))
         jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
         in_jobs = sum(_seconds(j) for j in jobs)
-        print(f"round {round_}: {took:.2f} s ({result.mode}, span {result.span}), "
+        print(f"round {round_}: {took:.2f} s ({mode}, span {span}), "
               f"{len(jobs)} Spark jobs {in_jobs:.2f} s, "
               f"outside them {took - in_jobs:.2f} s")  # fmt: skip
         for j in jobs:
@@ -106,6 +112,30 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
         phases.report(args.rounds - 1)
     sink.close()
     spark.stop()
+
+
+def _rounds(
+    command: str, spark: SparkSession, stream: EventStream, sink: Sink, topic: str
+) -> Callable[[], tuple[str, int]]:
+    """One round of ``command --follow`` per call: (its mode, the offsets it applied)."""
+    if command == "project":
+        projection = ProjectionVersions(ProjectionEngine(spark, stream, sink), "tickets_by_title")
+        job = ProjectionJob(SqlProjection.parse(PROJECTION), topic)
+
+        def project() -> tuple[str, int]:
+            result = projection.serve(job)
+            return result.mode, result.span
+
+        return project
+    engine = ReplayEngine(spark, stream, sink)
+    jobs = [ReplayJob((topic,))]
+
+    def replay() -> tuple[str, int]:
+        (result,) = engine.run(jobs[-1])
+        jobs.append(ReplayJob((topic,), start=Bound(BoundKind.LEDGER)))
+        return result.mode, result.span
+
+    return replay
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from replay.sinks import duckdb_files
+from replay.sinks.delta_projection import DeltaProjectionStore
 from replay.sinks.delta_sink import DeltaSink
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.duckdb_store import DuckDBStore
@@ -38,6 +39,10 @@ _SINK_STEPS = (
     (DeltaSink, "_merge_tombstones", "delta: tombstones MERGE"),
     (DeltaSink, "_merge_table", "delta: table MERGE"),
     (DeltaSink, "_applicable", "delta: tombstone join (plan)"),
+    (DeltaProjectionStore, "apply_sql", "delta projection: batch, all of it"),
+    (DeltaProjectionStore, "recover", "delta projection: recover"),
+    (DeltaProjectionStore, "sql", "delta projection: statements"),
+    (DeltaProjectionStore, "_commit_master", "delta projection: master MERGE"),
 )
 """(owner, attribute, label) of the other steps timed."""
 
@@ -57,6 +62,7 @@ class PhaseTimers:
         frames = type(spark.range(0))
         self._wrap(frames, "toArrow", "spark: toArrow (staging job)")
         self._wrap(frames, "first", "spark: first (delta stats)")
+        self._wrap(frames, "localCheckpoint", "spark: localCheckpoint")
 
     def clear(self) -> None:
         self.seconds.clear()
