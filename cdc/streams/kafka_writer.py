@@ -7,12 +7,19 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cdc.errors import UnavailableError
 from cdc.streams import kafka_client as kc
+from cdc.streams.kafka_errors import unavailable
 from cdc.streams.protocol import StreamReader, TopicPartition, TransactionLostError
 
 
 class KafkaTransactionError(TransactionLostError):
     """A transaction could not be committed; nothing of it is visible to read-committed readers."""
+
+
+class KafkaTransactionUnavailableError(KafkaTransactionError, UnavailableError):
+    """A transaction could not be committed because the cluster did not answer in time (a
+    one-line error for the command line, like any outage)."""
 
 
 class KafkaTransactionalWriter:
@@ -124,9 +131,13 @@ class KafkaTransactionalWriter:
         except kc.KafkaException as exc:
             if kc.is_retriable_abort(exc):
                 self._abort_quietly()
-            raise KafkaTransactionError(
-                f"transaction of {self.transactional_id} failed: {exc.args[0].str()}"
-            ) from exc
+            err = exc.args[0] if exc.args else None
+            text = f"transaction of {self.transactional_id} failed: {err.str() if err else exc}"
+            if isinstance(err, kc.KafkaError) and unavailable(err):
+                raise KafkaTransactionUnavailableError(
+                    f"{text} (is the broker running and reachable?)"
+                ) from exc
+            raise KafkaTransactionError(text) from exc
         except KafkaTransactionError:
             self._abort_quietly()
             raise

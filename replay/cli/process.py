@@ -58,7 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chosen example processor; exit 0 when the input has been idle long enough."""
+    """Run the chosen example processor; exit 0 when the input has been idle long enough (an
+    ``UnavailableError`` if the stream cannot be reached then: an outage, not the end)."""
     inputs, tables, handler = EXAMPLES[args.example]
     if args.inputs:
         inputs = tuple(t for t in args.inputs.split(",") if t)
@@ -79,8 +80,11 @@ def run(args: argparse.Namespace) -> int:
         "reason": restored.reason,
     }), flush=True)  # fmt: skip
     report = processor.run(idle_timeout_s=args.idle_timeout)
-    processor.close()
-    stream.close()
+    try:
+        process_group.check_reachable(stream, inputs, report.events, args.idle_timeout)
+    finally:
+        processor.close()
+        stream.close()
     print(json.dumps({
         "event": "done", "events": report.events, "dead_lettered": report.dead_lettered,
         "commits": report.commits, "seconds": round(report.seconds, 3),

@@ -14,15 +14,17 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict
 
-from cdc.errors import UsageError
+from cdc.errors import UnavailableError, UsageError, one_line
 from cdc.processor import Handler, ProcessorConfig
 from cdc.processor.group import GroupProcessor
 from cdc.processor.queries import MemberQueries
 from cdc.processor.tasks import RebalanceEvent
 from cdc.state import StateTable
 from cdc.streams.partitioner import partition_for
+from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream, printable_url
 
 
@@ -46,9 +48,12 @@ def run_member(
     processor.start()
     print(json.dumps({"event": "started", "member": member}), flush=True)
     run = processor.run(idle_timeout_s=args.idle_timeout)
-    status = [asdict(s) for s in MemberQueries(processor).status()]
-    processor.close()
-    stream.close()
+    try:
+        check_reachable(stream, config.inputs, run.events, args.idle_timeout)
+        status = [asdict(s) for s in MemberQueries(processor).status()]
+    finally:
+        processor.close()
+        stream.close()
     print(json.dumps({
         "event": "done", "member": member, "events": run.events,
         "dead_lettered": run.dead_lettered, "commits": run.commits,
@@ -57,6 +62,20 @@ def run_member(
     print(f"member {member}: processed {run.events} events ({run.dead_lettered} dead-lettered)",
           file=sys.stderr)  # fmt: skip
     return 0
+
+
+def check_reachable(stream: EventStream, inputs: Sequence[str], events: int, idle_s: float) -> None:
+    """After a stop for an idle input: an ``UnavailableError`` if the stream cannot be reached
+    (an outage starves a processor as the end of its input does; the command would otherwise
+    exit 0 as if it had processed everything)."""
+    try:
+        for topic in inputs:
+            stream.partition_count(topic)  # a metadata request (offsets may answer from a cache)
+    except UnavailableError as exc:
+        raise UnavailableError(
+            f"no input for {idle_s:g} s after {events} events, and the stream is unreachable: "
+            f"{one_line(exc)}"
+        ) from exc
 
 
 def member_command(args: argparse.Namespace, member: str) -> list[str]:
