@@ -161,13 +161,11 @@ class KafkaEventStream:
         return PartitionBounds(*found)
 
     def offset_for_time(self, topic: str, partition: int, timestamp_ms: int) -> int:
-        try:
-            (found,) = self._meta.offsets_for_times(
-                [kc.KafkaPartition(topic, partition, timestamp_ms)], timeout=_METADATA_TIMEOUT_S
-            )
-        except kc.KafkaException as exc:
-            where = f"{topic} partition {partition}"
-            raise failed(f"the offset at {timestamp_ms} ms in {where}", exc, self.login) from exc
+        wanted = [kc.KafkaPartition(topic, partition, timestamp_ms)]
+        (found,) = self._ask(
+            f"the offset at {timestamp_ms} ms in {topic} partition {partition}",
+            lambda timeout: self._meta.offsets_for_times(wanted, timeout=timeout),
+        )
         end = self.bounds(topic, partition).end
         if found.offset < 0:
             return end

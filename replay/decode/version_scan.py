@@ -1,14 +1,16 @@
 """Finding the distinct value schemas of a range of records (``find_versions``).
 
 Each record's ``schema`` text (JsonConverter writes it first, compact; other writers may add
-spaces) is hashed with Spark's ``xxhash64``; one aggregation lists the distinct hashes, where
-each is first and last seen, and one value of each, whose schema is compiled to a decoding plan.
-A small range the driver has read already (a ``--follow`` round, a small catch-up) is scanned in
-Python instead, without a Spark job: each distinct schema text hashed once with the same XXH64
-(``replay.decode.xxhash64``), and remembered, since the rounds of a follow see the same few
-schemas again and again. The decoding plan of a (hash, base schema) is
-built once and the same object returned after, so its Spark expressions are built once too
-(``replay.decode.expressions``).
+spaces) is hashed with Spark's ``xxhash64``; one aggregation lists the distinct hashes, where each
+is first and last seen, and one value of each, whose schema is compiled to a decoding plan. A small
+range the driver has read already (a ``--follow`` round, a small catch-up) is scanned in Python
+instead, without a Spark job: each distinct schema text hashed once with the same XXH64
+(``replay.decode.xxhash64``), and remembered, since the rounds of a follow see the same few schemas
+again and again. A compact schema is cut from the value's bytes, as Spark cuts and hashes the bytes
+of a binary cast to string (no UTF-8 check there either); a record whose value starts with the
+previous record's schema and delimiter is not cut again (one comparison of the prefix). The
+decoding plan of a (hash, base schema) is built once and the same object returned after, so its
+Spark expressions are built once too (``replay.decode.expressions``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ _SPACED = r'(?s)^\{\s*"schema"\s*:(.*?),\s*"payload"\s*:'
 # The same pattern for Python, with Java's \s (Python's also takes Unicode spaces).
 _SPACED_PY = re.compile(_SPACED.replace(r"\s", r"[ \t\n\x0b\f\r]"))
 _known_versions: OrderedDict[tuple[int, int, bool], tuple[TopicSchema, TopicSchema]] = OrderedDict()
-_known_hashes: OrderedDict[str, int] = OrderedDict()
-"""Schema texts hashed before, with their hash."""
+_HEAD_BYTES, _DELIMITER_BYTES = (_HEAD + "{").encode(), _DELIMITER.encode()
+_known_hashes: OrderedDict[bytes, int] = OrderedDict()
+"""Schema texts (UTF-8 bytes) hashed before, with their hash."""
 
 
 @dataclass(frozen=True)
@@ -57,14 +60,14 @@ def schema_hash(value: Column) -> Column:
     )
 
 
-def _schema_text(value: bytes) -> str | None:
+def _schema_bytes(value: bytes) -> bytes | None:
     """What ``schema_hash`` hashes, in Python: None for a value without a schema. Raises
-    UnicodeDecodeError where Spark would hash bytes that are not UTF-8."""
-    text = value.decode()
-    if text.startswith(_HEAD + "{"):
-        return text.split(_DELIMITER, 1)[0]
-    spaced = _SPACED_PY.match(text)
-    return spaced.group(1) if spaced and spaced.group(1) else None
+    UnicodeDecodeError for a value written with spaces that is not UTF-8 (the pattern runs on
+    text; the Spark scan handles those)."""
+    if value.startswith(_HEAD_BYTES):
+        return value.split(_DELIMITER_BYTES, 1)[0]
+    spaced = _SPACED_PY.match(value.decode())
+    return spaced.group(1).encode() if spaced and spaced.group(1) else None
 
 
 def find_versions(
@@ -105,19 +108,30 @@ def _scan_rows(rows: Sequence[Sequence[Any]]) -> list[Seen] | None:
     """``find_versions`` of RAW_SCHEMA rows in Python; None when a value is not UTF-8 (Spark
     hashes its raw bytes; the Spark scan handles those)."""
     seen: dict[int, Seen] = {}
+    last: tuple[bytes, int] | None = None  # the previous compact schema and its hash
     for _topic, partition, offset, _key, value, timestamp_ms in rows:
         if value is None:
             continue
-        try:
-            text = _schema_text(value)
-        except UnicodeDecodeError:
-            return None
-        if text is None:
-            continue
-        h = _known_hashes.get(text)
-        if h is None:
-            h = xxhash64(text.encode())
-            remember(_known_hashes, text, h)
+        # The previous schema followed by the delimiter: its first occurrence (a schema cut
+        # at the first one holds none, and none can straddle: "," opens the delimiter only).
+        if (
+            last is not None
+            and value.startswith(last[0])
+            and value.startswith(_DELIMITER_BYTES, len(last[0]))
+        ):
+            h = last[1]
+        else:
+            try:
+                text = _schema_bytes(value)
+            except UnicodeDecodeError:
+                return None
+            if text is None:
+                continue
+            known = _known_hashes.get(text)
+            h = xxhash64(text) if known is None else known
+            if known is None:
+                remember(_known_hashes, text, h)
+            last = (text, h) if value.startswith(_HEAD_BYTES) else None
         at = (timestamp_ms, partition, offset)
         old = seen.get(h)
         seen[h] = (

@@ -16,6 +16,8 @@ from replay.decode import version_scan
 from replay.decode.changes import decode_native
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import SchemaChangeError, schema_in_range
+from replay.decode.version_scan import schema_hash
+from replay.spark import F
 from tests.replay.decode.conftest import as_records, raw_frame
 
 pytestmark = pytest.mark.integration
@@ -125,5 +127,28 @@ def test_the_driver_scan_of_a_small_range_finds_what_the_spark_scan_finds(spark:
     by_driver = version_scan.find_versions(frame, base, rows=records)
     assert by_driver == by_spark  # same hashes, places and the very same decoding plans
     assert all(a.schema is b.schema for a, b in zip(by_driver, by_spark, strict=True))
+    # Bytes that are not UTF-8: hashed as they are, as Spark hashes a binary cast to string;
+    # written with spaces (the pattern runs on text), left to Spark's scan.
     not_utf8 = (TOPIC, 0, 8, b"k", b'{"schema":{"\xff"},"payload":{}}', 8)
-    assert version_scan._scan_rows([*records, not_utf8]) is None  # left to Spark's scan
+    (spark_hash,) = raw_frame(spark, [not_utf8]).select(schema_hash(F.col("value"))).collect()
+    found = version_scan._scan_rows([*records, not_utf8])
+    assert found is not None and spark_hash[0] in {h for h, *_ in found}
+    assert len(found) == 4 and {h for h, *_ in found} - {spark_hash[0]} == {
+        v.hash for v in by_spark
+    }
+    spaced_not_utf8 = (TOPIC, 0, 8, b"k", b'{ "schema" :{"\xff"},"payload":{}}', 8)
+    assert version_scan._scan_rows([*records, spaced_not_utf8]) is None
+
+
+def test_a_schema_that_starts_like_the_previous_one_is_hashed_apart(spark: Any) -> None:
+    first = b'{"schema":{"type":"struct"},"payload":{"op":"c"}}'
+    longer = b'{"schema":{"type":"struct"},"optional":true},"payload":{"op":"c"}}'
+    records = [(TOPIC, 0, o, b"k", v, o) for o, v in enumerate([first, longer, first, longer])]
+    version_scan._known_hashes.clear()
+    found = version_scan._scan_rows(records)
+    hashes = raw_frame(spark, records).select(schema_hash(F.col("value"))).collect()
+    assert found is not None
+    assert sorted((h, a[2], b[2]) for h, a, b, _ in found) == sorted(
+        [(hashes[0][0], 0, 2), (hashes[1][0], 1, 3)]
+    )
+    assert hashes[0][0] != hashes[1][0]

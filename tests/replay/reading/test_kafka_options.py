@@ -251,6 +251,14 @@ def test_a_login_the_brokers_refuse_is_named_at_once_by_the_drivers_client(
     assert time.monotonic() - started < _METADATA_TIMEOUT_S / 2  # did not wait it out
     assert not isinstance(refused.value, UnavailableError)  # --follow does not retry it
     assert "logging in to the brokers failed" in str(refused.value)
+    timed = open_stream(wrong)  # the offset at a time (--start-time) names it as well
+    started = time.monotonic()
+    try:
+        with pytest.raises(KafkaRefusedError, match="Invalid username or password"):
+            timed.offset_for_time("secured", 0, 0)
+    finally:
+        timed.close()
+    assert time.monotonic() - started < _METADATA_TIMEOUT_S / 2
 
     args = ("owners", "--stream", wrong, "--id", "p", "--input", "secured")
     owners = replicator(*args, cwd=tmp_path)
