@@ -48,7 +48,7 @@ from replay.decode.cut import cut_at
 from replay.decode.schema import TopicSchema
 from replay.expression_cache import ExpressionCache
 from replay.reading.bounds import Bound
-from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
+from replay.sinks.protocol import OP, OP_REJECTED, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
 from replay.spark import Column, DataFrame, F, local_frame
 
 
@@ -64,6 +64,25 @@ class BatchChanges:
     def sink_changes(self, schema: TopicSchema) -> DataFrame:
         """``changes`` without ``__unavailable``: the columns ``Sink.merge`` takes."""
         return self.changes.select(*(c.name for c in schema.columns), OP, POS, TRUNCATED)
+
+    def marked_changes(self, schema: TopicSchema) -> DataFrame:
+        """``sink_changes`` plus a row with ``__op`` ``x`` per bad record: ``Sink.merge`` then
+        refuses a batch that has any, in the job that writes it (``replay.sinks.protocol``)."""
+        marks = _rejected_marks.get(schema, None, lambda: _rejected_mark_columns(schema))
+        return self.sink_changes(schema).unionByName(self.bad.select(*marks))
+
+
+_rejected_marks: ExpressionCache[list[Column]] = ExpressionCache()
+
+
+def _rejected_mark_columns(schema: TopicSchema) -> list[Column]:
+    # Literals only: the bad records' reason (a Python UDF) is pruned from the plan.
+    return [
+        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
+        F.lit(OP_REJECTED).alias(OP),
+        F.lit(None).cast("string").alias(POS),
+        F.lit(False).alias(TRUNCATED),
+    ]
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,10 @@ def handle_bad_records(
     if policy == "fail":
         row = bad.orderBy("topic", "partition", "offset").first()  # now with its reason
         assert row is not None
+        # The parser's reason may name the record's origin already: the error names it once.
+        origin = f" at topic {row['topic']}, partition {row['partition']}, offset {row['offset']}"
         raise ChangeEventError(
-            f"bad change event for table {table}: {row['reason']} "
+            f"bad change event for table {table}: {row['reason'].removesuffix(origin)} "
             "(use --on-error dead-letter to set such records aside and go on)",
             topic=row["topic"], partition=row["partition"], offset=row["offset"],
         )  # fmt: skip

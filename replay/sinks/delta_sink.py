@@ -48,11 +48,13 @@ from replay.sinks.protocol import (
     META_COLUMNS,
     OP,
     OP_DELETE,
+    OP_REJECTED,
     OP_UPSERT,
     POS,
     TRUNCATED,
     LedgerEntry,
     Positions,
+    RejectedRecordsError,
     TableSpec,
 )
 from replay.spark import Column, DataFrame, F, SparkSession
@@ -127,7 +129,10 @@ class DeltaSink:
             stats = changes.agg(
                 F.coalesce(F.max(F.col(TRUNCATED).cast("int")), F.lit(0)).alias("truncated"),
                 F.count(F.when(F.col(OP) == OP_DELETE, 1)).alias("deletes"),
+                F.count(F.when(F.col(OP) == OP_REJECTED, 1)).alias("rejected"),
             ).first()
+            if stats and stats[2]:
+                raise RejectedRecordsError(spec.name, int(stats[2]))
             truncated, deletes = (bool(stats[0]), int(stats[1])) if stats else (False, 0)
             deleted = changes.filter(F.col(OP) == OP_DELETE).select(
                 *map(_col, spec.primary_key), POS

@@ -22,10 +22,12 @@ from replay.sinks.protocol import (
     DEAD_LETTER_TABLE,
     OP,
     OP_DELETE,
+    OP_REJECTED,
     POS,
     TRUNCATED,
     LedgerEntry,
     Positions,
+    RejectedRecordsError,
     TableSpec,
 )
 
@@ -144,12 +146,17 @@ class DuckDBStore:
             record = self._plan(spec.name, "merge", positions)
             if record is None:
                 return None
+            self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {_BATCH} AS {source}")
+            stats = self.conn.execute(
+                f"SELECT bool_or({TRUNCATED}), count(*) FILTER (WHERE {OP} = '{OP_REJECTED}')"
+                f" FROM {_BATCH}"
+            ).fetchone()
+            if stats and stats[1]:
+                raise RejectedRecordsError(spec.name, int(stats[1]))  # rolled back
             self._evolve(spec, columns, schema)
             self._create(spec, columns, replace=False)
             table, tombs = quote(spec.name), quote(rules.tombstones_table(spec.name))
-            self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {_BATCH} AS {source}")
-            truncated = self.conn.execute(f"SELECT bool_or({TRUNCATED}) FROM {_BATCH}").fetchone()
-            if truncated and truncated[0]:
+            if stats and stats[0]:
                 self.conn.execute(f"DELETE FROM {table}; DELETE FROM {tombs}")
             keys = ", ".join(quote(k) for k in spec.primary_key)
             self.conn.execute(

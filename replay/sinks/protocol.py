@@ -16,7 +16,11 @@ The changes handed to :meth:`Sink.merge` are a Spark DataFrame with the table's 
 - ``__truncated``: True on rows of a batch that starts with a truncate of the table (the table is
   cleared, then the batch's rows applied) — the engine puts a truncate in a batch of its own.
 
-At most one change per primary key is in a batch (the engine keeps the newest).
+At most one change per primary key is in a batch (the engine keeps the newest). Rows with
+``__op`` ``"x"`` (null columns) mark records the engine found bad: a sink that finds one raises
+:class:`RejectedRecordsError` before writing anything (it looks in a pass over the batch it makes
+anyway), so the engine checks a batch for bad records in the write's own Spark job and applies
+its ``--on-error`` policy only when there are some.
 
 The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
 """
@@ -30,7 +34,7 @@ from typing import Any, Protocol
 from cdc.streams.protocol import TopicPartition
 
 OP = "__op"
-OP_UPSERT, OP_DELETE, OP_TRUNCATE = "u", "d", "t"
+OP_UPSERT, OP_DELETE, OP_TRUNCATE, OP_REJECTED = "u", "d", "t", "x"
 POS = "__pos"
 DEAD_LETTER_TABLE = "_replicator_dead_letters"
 """The sink table of the records ``--on-error dead-letter`` set aside (``dead_letters``)."""
@@ -38,6 +42,14 @@ TRUNCATED = "__truncated"
 META_COLUMNS = (OP, POS, TRUNCATED)
 
 Positions = Mapping[TopicPartition, int]
+
+
+class RejectedRecordsError(RuntimeError):
+    """A merge's batch marks records as bad (``__op`` ``x``); nothing of it was written."""
+
+    def __init__(self, table: str, count: int) -> None:
+        super().__init__(f"{count} bad records in the batch for table {table}: nothing written")
+        self.table, self.count = table, count
 
 
 @dataclass(frozen=True)

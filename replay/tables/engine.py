@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cdc.errors import UserError
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes
@@ -27,22 +26,22 @@ from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
 from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
-from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay, resolve_topics
-from replay.reading.sources import driver_rows, read_by_driver, read_ranges, read_records
+from replay.reading.plan import ReplayPlan, plan_replay, resolve_topics
+from replay.reading.sources import driver_rows, read_by_driver, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import DeadLetterPolicy, handle_bad_records
-from replay.sinks.protocol import OP, OP_UPSERT, POS, LedgerEntry, Sink, TableSpec
+from replay.sinks.protocol import (
+    OP,
+    OP_UPSERT,
+    POS,
+    LedgerEntry,
+    RejectedRecordsError,
+    Sink,
+    TableSpec,
+)
 from replay.spark import DataFrame, F, SparkSession
 from replay.tables.batches import cut_batches, find_truncates, source_reach, truncates_in
-
-
-class ReplayError(UserError, RuntimeError):
-    """A replay cannot go on; the message names the topic (and record, if one is at fault)."""
-
-
-def target_table(topic: str) -> str:
-    """The table a topic mirrors: its last dotted part (``server.schema.table`` -> ``table``)."""
-    return topic.rsplit(".", 1)[-1]
+from replay.tables.topic_schema import ReplayError, newest_schema, target_table
 
 
 @dataclass(frozen=True)
@@ -218,23 +217,7 @@ class ReplayEngine:
         its newest change event, else ``declared``."""
         if topic in self._schemas:
             return self._schemas[topic]
-        tail = []
-        for partition in range(self.stream.partition_count(topic)):
-            bounds = self.stream.bounds(topic, partition)
-            start = max(bounds.log_start, bounds.end - 64)
-            tp = TopicPartition(topic, partition)
-            tail.append(PartitionRange(tp, start, bounds.end, bounds.log_start, bounds.end))
-        newest = None
-        for record in read_ranges(self.stream, tail):
-            if record.value is not None and (
-                newest is None or record.timestamp_ms >= newest.timestamp_ms
-            ):
-                newest = record
-        if newest is None or newest.value is None:
-            if declared is None:
-                raise ReplayError(f"topic {topic} holds no change event to read its schema from")
-            return TopicSchema.from_table(declared)
-        return TopicSchema.from_record(newest.value, newest.key, declared, topic=topic)
+        return newest_schema(self.stream, topic, declared)
 
     def _rebuild(
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, plan: ReplayPlan,
@@ -271,8 +254,8 @@ class ReplayEngine:
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
         decoded = decode_native(records, schema)
-        # Read and decoded once for the bad records and the write. A small batch the driver
-        # read is decoded twice instead: planning the cache costs more than decoding it again.
+        # Decoded once for the write's two branches (changes, bad records). A small batch the
+        # driver read is decoded twice instead: planning the cache costs more than decoding.
         cached = not read_by_driver(batch) or batch.span >= CACHED_DECODE_OFFSETS
         if cached:
             decoded.all.persist()
@@ -281,20 +264,24 @@ class ReplayEngine:
                 records, schema, cut=cut, straddling=self._straddling, decoded=decoded,
                 truncates=None if cut else truncates_in(truncates, batch),
             )  # fmt: skip
-            positions = batch.stop_positions
-            result.bad += handle_bad_records(
-                self.sink, changes.bad, job.on_error, positions, spec.name
-            )
-            frame: DataFrame = changes.sink_changes(schema)
-            return self.sink.merge(spec, frame, positions, rows_at_most=batch.span)
+            positions, most = batch.stop_positions, batch.span
+            try:  # bad records looked for by the write's own job (``Sink.merge``)
+                return self.sink.merge(spec, changes.marked_changes(schema), positions,
+                                       rows_at_most=most)  # fmt: skip
+            except RejectedRecordsError:
+                result.bad += handle_bad_records(
+                    self.sink, changes.bad, job.on_error, positions, spec.name
+                )
+                frame: DataFrame = changes.sink_changes(schema)
+                return self.sink.merge(spec, frame, positions, rows_at_most=most)
         finally:
             if cached:
                 decoded.all.unpersist()
 
 
 CACHED_DECODE_OFFSETS = 5_000
-"""Batches of at least this many offsets are decoded once and cached for the bad-record check and
-the write; below, decoding twice is cheaper than caching (~0.15 s of planning)."""
+"""Batches of at least this many offsets are decoded once and cached; below, decoding twice is
+cheaper than caching (~0.15 s of planning)."""
 
 
 __all__ = ["UNAVAILABLE", "ReplayEngine", "ReplayError", "ReplayJob", "TopicResult", "target_table"]

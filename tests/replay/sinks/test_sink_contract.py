@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from replay.sinks.ledger import PositionsRegressedError
-from replay.sinks.protocol import Sink
+from replay.sinks.protocol import OP_REJECTED, RejectedRecordsError, Sink
 from tests.replay.sinks.batches import (
     P0,
     P1,
@@ -80,6 +80,24 @@ def test_truncate_clears_table_and_tombstones(sink: Sink, changes: Factory) -> N
     assert snapshot(sink) == [row(3, "c"), row(4, "d")]
     sink.merge(SPEC, changes(truncate()), {P0: 7})
     assert snapshot(sink) == [] and sink.positions(SPEC.name) == {P0: 7}
+
+
+def test_a_batch_marking_bad_records_is_refused_and_writes_nothing(
+    sink: Sink, changes: Factory
+) -> None:
+    sink.merge(SPEC, changes(upsert(1, "a", 1), delete(3, 2)), {P0: 2})
+    marked = (None, None, None, OP_REJECTED, None, False)  # what the engine adds per bad record
+    batch = [upsert(1, "A", 3), upsert(2, "b", 4), delete(1, 6, truncated=True)]
+    for bad in ([marked], [marked, marked]):
+        with pytest.raises(RejectedRecordsError) as refused:
+            sink.merge(SPEC, changes(*batch[:2], *bad), {P0: 7})
+        assert (refused.value.table, refused.value.count) == (SPEC.name, len(bad))
+        with pytest.raises(RejectedRecordsError):  # a truncating batch too: nothing cleared
+            sink.merge(SPEC, changes(batch[2], *bad), {P0: 7})
+    assert snapshot(sink) == [row(1, "a")] and sink.positions(SPEC.name) == {P0: 2}
+    assert len(sink.history(SPEC.name)) == 1
+    sink.merge(SPEC, changes(*batch[:2]), {P0: 7})  # the same batch without the marks
+    assert snapshot(sink) == [row(1, "A"), row(2, "b")] and sink.positions(SPEC.name) == {P0: 7}
 
 
 def test_retries_are_skipped_and_backward_positions_refused(

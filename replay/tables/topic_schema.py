@@ -1,0 +1,50 @@
+"""What a replay names and decodes a topic by: its target table, and the schema of its newest
+change event (the engine's default when the run's range holds no schema versions).
+
+The newest event is looked for among the last 64 offsets of every partition, by record
+timestamp: a topic's partitions may be written at different times, and the newest schema is
+the one a later write of the table would carry.
+"""
+
+from __future__ import annotations
+
+from cdc.errors import UserError
+from cdc.events.columns import TableSpec as DeclaredTable
+from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
+from replay.decode.schema import TopicSchema
+from replay.reading.plan import PartitionRange
+from replay.reading.sources import read_ranges
+
+TAIL_OFFSETS = 64
+"""How far back from each partition's end the newest change event is looked for."""
+
+
+class ReplayError(UserError, RuntimeError):
+    """A replay cannot go on; the message names the topic (and record, if one is at fault)."""
+
+
+def target_table(topic: str) -> str:
+    """The table a topic mirrors: its last dotted part (``server.schema.table`` -> ``table``)."""
+    return topic.rsplit(".", 1)[-1]
+
+
+def newest_schema(stream: EventStream, topic: str, declared: DeclaredTable | None) -> TopicSchema:
+    """The schema of the topic's newest change event, else ``declared``; a ``ReplayError`` if
+    it has neither."""
+    tail = []
+    for partition in range(stream.partition_count(topic)):
+        bounds = stream.bounds(topic, partition)
+        start = max(bounds.log_start, bounds.end - TAIL_OFFSETS)
+        tp = TopicPartition(topic, partition)
+        tail.append(PartitionRange(tp, start, bounds.end, bounds.log_start, bounds.end))
+    newest: StreamRecord | None = None
+    for record in read_ranges(stream, tail):
+        if record.value is not None and (
+            newest is None or record.timestamp_ms >= newest.timestamp_ms
+        ):
+            newest = record
+    if newest is None or newest.value is None:
+        if declared is None:
+            raise ReplayError(f"topic {topic} holds no change event to read its schema from")
+        return TopicSchema.from_table(declared)
+    return TopicSchema.from_record(newest.value, newest.key, declared, topic=topic)

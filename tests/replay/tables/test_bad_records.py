@@ -1,0 +1,68 @@
+"""Bad records in a catch-up batch: the write's own job finds them (``Sink.merge`` refuses a
+batch that marks any, before writing), then the ``--on-error`` policy applies as before:
+``fail`` names the record and leaves the table and its ledger as they were, ``dead-letter``
+sets it aside and applies the rest of the batch. Both sinks, decoded once (cached) or twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.errors import ChangeEventError
+from cdc.streams.local import LocalLog
+from projections.change_ops import RowChange
+from replay.reading.bounds import Bound, BoundKind
+from replay.sinks.protocol import DEAD_LETTER_TABLE
+from replay.sinks.registry import open_sink
+from replay.tables.engine import ReplayEngine, ReplayJob
+from tests.replay.cli.test_live_duckdb_readers import sale_row
+from tests.replay.projection.workload import SalesTopic
+
+pytestmark = pytest.mark.integration
+TABLE = "movie_ticket_sales"
+
+
+def _seats(sink: Any) -> dict[int, int]:
+    return {r["id"]: r["seats"] for r in sink.read(TABLE).collect()}
+
+
+@pytest.mark.parametrize("cached_from", [5_000, 0], ids=["decoded-twice", "decoded-once"])
+@pytest.mark.parametrize("kind", ["duckdb", "delta"])
+def test_a_bad_record_in_a_catch_up_fails_cleanly_or_is_dead_lettered(
+    spark: Any, tmp_path: Path, kind: str, cached_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("replay.tables.engine.CACHED_DECODE_OFFSETS", cached_from)
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    topic = SalesTopic(log, partitions=1)
+    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(20))
+    sink = open_sink(f"{kind}://{tmp_path}/out" + (".duckdb" if kind == "duckdb" else ""), spark)
+    engine = ReplayEngine(spark, log, sink)
+    engine.run(ReplayJob((topic.topic,)))
+    built = sink.positions(TABLE)
+
+    topic.write(RowChange("u", None, sale_row(i, 2)) for i in range(0, 20, 2))
+    writer = log.writer("a-broken-feeder")
+    writer.begin()
+    writer.send(topic.topic, b'{"id":3}', b"{not json")
+    writer.commit()
+    writer.close()
+    bad_offset = next(r.offset for r in log.read(topic.topic, 0, 0) if r.value == b"{not json")
+    topic.write([RowChange("u", None, sale_row(3, 5))])
+    catch_up = ReplayJob((topic.topic,), start=Bound(BoundKind.LEDGER))
+
+    with pytest.raises(ChangeEventError, match=f"offset {bad_offset}") as failed:
+        engine.run(catch_up)
+    assert "not JSON" in str(failed.value) and str(failed.value).count(f"offset {bad_offset}") == 1
+    assert sink.positions(TABLE) == built and set(_seats(sink).values()) == {1}
+
+    (result,) = engine.run(ReplayJob(catch_up.topics, start=catch_up.start, on_error="dead-letter"))
+    assert result.bad == 1
+    expected = {i: 2 if i % 2 == 0 else 1 for i in range(20)} | {3: 5}
+    assert _seats(sink) == expected
+    assert sink.positions(TABLE) == {tp: log.bounds(*tp).end for tp in built}
+    letters = sink.read(DEAD_LETTER_TABLE).collect()
+    assert [(r["offset"], r["value"]) for r in letters] == [(bad_offset, b"{not json")]
+    sink.close()
+    log.close()
