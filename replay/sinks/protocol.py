@@ -19,8 +19,8 @@ The changes handed to :meth:`Sink.merge` are a Spark DataFrame with the table's 
 At most one change per primary key is in a batch (the engine keeps the newest). Rows with
 ``__op`` ``"x"`` (null columns) mark records the engine found bad: a sink that finds one raises
 :class:`RejectedRecordsError` before writing anything (it looks in a pass over the batch it makes
-anyway), so the engine checks a batch for bad records in the write's own Spark job and applies
-its ``--on-error`` policy only when there are some.
+anyway), so the engine can look for bad records in the write's own Spark job (small batches)
+and apply its ``--on-error`` policy only when there are some.
 
 The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
 """
