@@ -92,6 +92,10 @@ class DeltaProjectionStore:
             elif (latest_version(self.root / table) or 0) > kept[-1].entry.version:
                 self._restore(table, kept[-1].entry.version, kept[-1].metadata)
 
+    def _exists(self, table: str) -> bool:
+        """Whether ``table`` has a commit (a log directory alone may be a crashed creation)."""
+        return latest_version(self.root / table) is not None
+
     def _restore(self, table: str, version: int, metadata: str) -> None:
         with _session_confs(self.spark, {USER_METADATA: metadata}):
             self.sql(f"RESTORE TABLE {_quote(table)} TO VERSION AS OF {version}", [table])
@@ -122,7 +126,8 @@ class DeltaProjectionStore:
         if planned is None:
             return None
         seq, meta = planned
-        batch.localCheckpoint(eager=True).createOrReplaceTempView(_BATCH)
+        batch = batch.localCheckpoint(eager=True)  # the statements below read it, not its plan
+        batch.createOrReplaceTempView(_BATCH)
         first = batch.agg(F.max(F.col(TRUNCATED).cast("int"))).first()
         truncated = bool(first and first[0])
 
@@ -130,7 +135,8 @@ class DeltaProjectionStore:
             return self.sql(statement, tables)
 
         with _session_confs(self.spark, {USER_METADATA: meta}):
-            run(mirror.create_sql(_BATCH, SPARK))
+            if not self._exists(mirror.table):  # (IF NOT EXISTS costs a statement's analysis)
+                run(mirror.create_sql(_BATCH, SPARK))
             if truncated:
                 run(mirror.clear_sql(SPARK))
             signed = run(mirror.signed_sql(_BATCH, SPARK)).localCheckpoint(eager=True)
@@ -138,7 +144,8 @@ class DeltaProjectionStore:
             *values, master = plan.create_statements(_SIGNED, SPARK)
             for statement in values:
                 run(statement)
-        run(master)  # no metadata: the master's creation is not a ledger entry
+        if not self._exists(plan.table):
+            run(master)  # no metadata: the master's creation is not a ledger entry
         *value_merges, master_merge = plan.apply_statements(_SIGNED, SPARK)
         if truncated:  # the master's reset and merge in its one ledger commit (module doc)
             master_merge = plan.overwrite_statement(_SIGNED, SPARK)
