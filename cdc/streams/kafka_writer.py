@@ -9,7 +9,7 @@ from typing import Any
 
 from cdc.errors import UnavailableError
 from cdc.streams import kafka_client as kc
-from cdc.streams.kafka_errors import unavailable
+from cdc.streams.kafka_errors import KafkaUnavailableError, unavailable
 from cdc.streams.protocol import StreamReader, TopicPartition, TransactionLostError
 
 
@@ -18,8 +18,15 @@ class KafkaTransactionError(TransactionLostError):
 
 
 class KafkaTransactionUnavailableError(KafkaTransactionError, UnavailableError):
-    """A transaction could not be committed because the cluster did not answer in time (a
-    one-line error for the command line, like any outage)."""
+    """A transaction could not be committed because the cluster did not answer in time, before
+    its commit was asked for (a one-line error for the command line, like any outage)."""
+
+
+class KafkaCommitUnknownError(KafkaUnavailableError):
+    """A transaction's commit did not complete in time, or committed but did not become visible:
+    it may have taken effect, so it is not a :class:`~cdc.streams.protocol.TransactionLostError`
+    (whose records a caller would process again). The writer's next start settles it: its
+    ``init_transactions`` completes or aborts what the coordinator holds."""
 
 
 class KafkaTransactionalWriter:
@@ -127,22 +134,47 @@ class KafkaTransactionalWriter:
             self._producer.flush(60)
             if self._failure:
                 raise KafkaTransactionError(f"a record was not delivered: {self._failure}")
-            self._producer.commit_transaction(60)
         except kc.KafkaException as exc:
-            if kc.is_retriable_abort(exc):
-                self._abort_quietly()
-            err = exc.args[0] if exc.args else None
-            text = f"transaction of {self.transactional_id} failed: {err.str() if err else exc}"
-            if isinstance(err, kc.KafkaError) and unavailable(err):
-                raise KafkaTransactionUnavailableError(
-                    f"{text} (is the broker running and reachable?)"
-                ) from exc
-            raise KafkaTransactionError(text) from exc
+            raise self._lost(exc) from exc
         except KafkaTransactionError:
             self._abort_quietly()
             raise
+        self._commit_transaction()
         self._wait_visible()
         return {TopicPartition(*where): position for where, position in self._written.items()}
+
+    def _lost(self, exc: kc.KafkaException) -> KafkaTransactionError:
+        """``exc`` of a transaction not committed (aborted first where librdkafka asks to)."""
+        if kc.is_retriable_abort(exc):
+            self._abort_quietly()
+        err = exc.args[0] if exc.args else None
+        if not isinstance(err, kc.KafkaError):
+            return KafkaTransactionError(f"transaction of {self.transactional_id} failed: {exc}")
+        text = f"transaction of {self.transactional_id} failed: {err.str()}"
+        if unavailable(err):
+            return KafkaTransactionUnavailableError(f"{text} (is the broker running?)")
+        return KafkaTransactionError(text)
+
+    def _commit_transaction(self, timeout_s: float = 60.0) -> None:
+        """``commit_transaction``, asked again while its failure is retriable: a commit that
+        timed out goes on in the background, and asking again is how its outcome is learnt."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+                return
+            except kc.KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                if kc.is_retriable_abort(exc) or not (
+                    isinstance(err, kc.KafkaError) and err.retriable()
+                ):
+                    raise self._lost(exc) from exc  # aborted, or fenced: not committed
+                if time.monotonic() >= deadline:
+                    raise KafkaCommitUnknownError(
+                        f"transaction of {self.transactional_id}: its commit did not complete "
+                        f"within {timeout_s:.0f} s ({err.str()}), and may have taken effect "
+                        "(is the broker running and reachable?)"
+                    ) from exc
 
     def _wait_visible(self, timeout_s: float = 30.0) -> None:
         if self._watermarks is None:
@@ -151,7 +183,7 @@ class KafkaTransactionalWriter:
         for (topic, partition), position in self._written.items():
             while kc.watermarks(self._watermarks, topic, partition)[1] < position:
                 if time.monotonic() > deadline:
-                    raise KafkaTransactionError(
+                    raise KafkaCommitUnknownError(  # committed: its records are not lost
                         f"committed records of {topic} partition {partition} did not become "
                         f"visible within {timeout_s:.0f}s"
                     )

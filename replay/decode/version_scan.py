@@ -105,8 +105,8 @@ Seen = tuple[int, tuple[int, int, int], tuple[int, int, int], bytes]
 
 
 def _scan_rows(rows: Sequence[Sequence[Any]]) -> list[Seen] | None:
-    """``find_versions`` of RAW_SCHEMA rows in Python; None when a value is not UTF-8 (Spark
-    hashes its raw bytes; the Spark scan handles those)."""
+    """``find_versions`` of RAW_SCHEMA rows in Python; None when a value written with spaces is
+    not UTF-8 (its pattern runs on text; the Spark scan handles those)."""
     seen: dict[int, Seen] = {}
     last: tuple[bytes, int] | None = None  # the previous compact schema and its hash
     for _topic, partition, offset, _key, value, timestamp_ms in rows:
@@ -146,7 +146,9 @@ def _version_schema(h: int, value: bytes, base: TopicSchema, numeric: bool) -> T
     known = _known_versions.get(key)
     if known is not None and known[0] is base:
         return known[1]
-    envelope = loads(value.decode())["schema"]
+    # A payload's bytes that are not UTF-8 (this value was picked for its schema) are no reason
+    # to fail here: the record itself is decoded, and judged, with the others.
+    envelope = loads(value.decode(errors="replace"))["schema"]
     found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric)
     own = replace(found, key=base.key, connector=base.connector)
     remember(_known_versions, key, (base, own))

@@ -68,7 +68,7 @@ def data_file_count(table_dir: Path) -> int | None:
     try:
         with (table_dir / "_delta_log" / f"{version:020d}.crc").open(encoding="utf-8") as file:
             head = file.read(4096)
-    except OSError:
+    except (OSError, ValueError):  # absent, or caught mid-write
         return None
     found = _CHECKSUM_FILES.match(head)
     return int(found.group(1)) if found else None

@@ -92,7 +92,7 @@ class DeltaProjectionStore:
             elif (latest_version(self.root / table) or 0) > kept[-1].entry.version:
                 self._restore(table, kept[-1].entry.version, kept[-1].metadata)
 
-    def _exists(self, table: str) -> bool:
+    def _has_commit(self, table: str) -> bool:
         """Whether ``table`` has a commit (a log directory alone may be a crashed creation)."""
         return latest_version(self.root / table) is not None
 
@@ -135,7 +135,7 @@ class DeltaProjectionStore:
             return self.sql(statement, tables)
 
         with _session_confs(self.spark, {USER_METADATA: meta}):
-            if not self._exists(mirror.table):  # (IF NOT EXISTS costs a statement's analysis)
+            if not self._has_commit(mirror.table):  # (IF NOT EXISTS costs a statement's analysis)
                 run(mirror.create_sql(_BATCH, SPARK))
             if truncated:
                 run(mirror.clear_sql(SPARK))
@@ -144,7 +144,7 @@ class DeltaProjectionStore:
             *values, master = plan.create_statements(_SIGNED, SPARK)
             for statement in values:
                 run(statement)
-        if not self._exists(plan.table):
+        if not self._has_commit(plan.table):
             run(master)  # no metadata: the master's creation is not a ledger entry
         *value_merges, master_merge = plan.apply_statements(_SIGNED, SPARK)
         if truncated:  # the master's reset and merge in its one ledger commit (module doc)

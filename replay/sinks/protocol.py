@@ -17,10 +17,12 @@ The changes handed to :meth:`Sink.merge` are a Spark DataFrame with the table's 
   cleared, then the batch's rows applied) — the engine puts a truncate in a batch of its own.
 
 At most one change per primary key is in a batch (the engine keeps the newest). Rows with
-``__op`` ``"x"`` (null columns) mark records the engine found bad: a sink that finds one raises
-:class:`RejectedRecordsError` before writing anything (it looks in a pass over the batch it makes
-anyway), so the engine can look for bad records in the write's own Spark job (small batches)
-and apply its ``--on-error`` policy only when there are some.
+``__op`` ``"x"`` (null columns) mark records the engine found bad: every sink must raise
+:class:`RejectedRecordsError` for a batch holding one, before writing anything (it looks in a
+pass over the batch it makes anyway; a batch the ledger covers is skipped as ever), so the engine
+can look for bad records in the write's own Spark job (small batches) and apply its
+``--on-error`` policy only when there are some. A sink that ignored the marks would drop bad
+records silently.
 
 The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
 """

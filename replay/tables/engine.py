@@ -267,8 +267,8 @@ class ReplayEngine:
             )  # fmt: skip
             positions, most = batch.stop_positions, batch.span
             if not cached:  # bad records looked for by the write's own job (``Sink.merge``)
+                marked = changes.marked_changes(schema)
                 with contextlib.suppress(RejectedRecordsError):  # some: the policy, below
-                    marked = changes.marked_changes(schema)
                     return self.sink.merge(spec, marked, positions, rows_at_most=most)
             # (A cached batch: a job of its own, which fills the cache the write reads, costs
             # less than the write's union of two branches over the cache.)

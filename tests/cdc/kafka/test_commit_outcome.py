@@ -1,0 +1,76 @@
+"""What a failed ``commit_transaction`` means for the caller, decided by the writer: a retriable
+failure (a timed-out commit goes on in the background) is asked again; one still unsettled at
+the deadline is an unknown outcome, never a lost transaction (whose records a processor would
+process again: duplicates if the commit had taken effect); an abortable one is aborted and lost.
+The producer here is a stand-in that answers ``commit_transaction`` with given librdkafka errors
+(the codes and flags are librdkafka's own); the real commit paths run in the broker tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cdc.errors import UnavailableError
+from cdc.streams import kafka_client as kc
+from cdc.streams.kafka_writer import (
+    KafkaCommitUnknownError,
+    KafkaTransactionalWriter,
+    KafkaTransactionError,
+)
+from cdc.streams.protocol import TransactionLostError
+
+TIMED_OUT = kc.KafkaError(kc.KafkaError._TIMED_OUT, "timed out", retriable=True)
+ABORTABLE = kc.KafkaError(kc.KafkaError._STATE, "requires abort", txn_requires_abort=True)
+FENCED = kc.KafkaError(kc.KafkaError._FENCED, "fenced", fatal=True)
+
+
+class CommitAnswers:
+    """``commit_transaction`` answering the queued errors first, then success."""
+
+    def __init__(self, *errors: kc.KafkaError) -> None:
+        self.errors, self.commits, self.aborts = list(errors), 0, 0
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.commits += 1
+        if self.errors:
+            raise kc.KafkaException(self.errors.pop(0))
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.aborts += 1
+
+
+def _writer(producer: CommitAnswers, monkeypatch: pytest.MonkeyPatch) -> Any:
+    writer: Any = object.__new__(KafkaTransactionalWriter)
+    writer.transactional_id, writer._producer = "t-1", producer
+    monkeypatch.setattr(writer, "_take_over", lambda: None, raising=False)
+    return writer
+
+
+def test_a_timed_out_commit_is_asked_again_until_it_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    producer = CommitAnswers(TIMED_OUT, TIMED_OUT)
+    _writer(producer, monkeypatch)._commit_transaction(timeout_s=30)
+    assert (producer.commits, producer.aborts) == (3, 0)
+
+
+def test_a_commit_unsettled_at_the_deadline_is_unknown_not_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    producer = CommitAnswers(*[TIMED_OUT] * 3)
+    with pytest.raises(KafkaCommitUnknownError, match="may have taken effect") as raised:
+        _writer(producer, monkeypatch)._commit_transaction(timeout_s=0)
+    assert not isinstance(raised.value, TransactionLostError)
+    assert isinstance(raised.value, UnavailableError) and producer.aborts == 0
+
+
+@pytest.mark.parametrize(("error", "aborts"), [(ABORTABLE, 1), (FENCED, 0)])
+def test_an_abortable_or_fenced_commit_is_lost(
+    monkeypatch: pytest.MonkeyPatch, error: kc.KafkaError, aborts: int
+) -> None:
+    producer = CommitAnswers(error)
+    with pytest.raises(KafkaTransactionError) as raised:
+        _writer(producer, monkeypatch)._commit_transaction(timeout_s=30)
+    assert isinstance(raised.value, TransactionLostError)
+    assert (producer.commits, producer.aborts) == (1, aborts)
