@@ -12,6 +12,9 @@ from cdc.streams import kafka_client as kc
 from cdc.streams.kafka_errors import KafkaUnavailableError, unavailable
 from cdc.streams.protocol import StreamReader, TopicPartition, TransactionLostError
 
+COMMIT_RETRY_S = 0.1
+"""The pause before asking again for a commit that failed retriably."""
+
 
 class KafkaTransactionError(TransactionLostError):
     """A transaction could not be committed; nothing of it is visible to read-committed readers."""
@@ -169,12 +172,13 @@ class KafkaTransactionalWriter:
                     isinstance(err, kc.KafkaError) and err.retriable()
                 ):
                     raise self._lost(exc) from exc  # aborted, or fenced: not committed
-                if time.monotonic() >= deadline:
+                if time.monotonic() + COMMIT_RETRY_S >= deadline:
                     raise KafkaCommitUnknownError(
                         f"transaction of {self.transactional_id}: its commit did not complete "
                         f"within {timeout_s:.0f} s ({err.str()}), and may have taken effect "
                         "(is the broker running and reachable?)"
                     ) from exc
+                time.sleep(COMMIT_RETRY_S)  # an error answered at once would spin otherwise
 
     def _wait_visible(self, timeout_s: float = 30.0) -> None:
         if self._watermarks is None:
