@@ -168,11 +168,15 @@ class KafkaTransactionalWriter:
                 return
             except kc.KafkaException as exc:
                 err = exc.args[0] if exc.args else None
-                if kc.is_retriable_abort(exc) or not (
-                    isinstance(err, kc.KafkaError) and err.retriable()
+                if (
+                    kc.is_retriable_abort(exc)
+                    or not isinstance(err, kc.KafkaError)
+                    or err.fatal()
+                    or not unavailable(err)
                 ):
                     raise self._lost(exc) from exc  # aborted, or fenced: not committed
-                if time.monotonic() + COMMIT_RETRY_S >= deadline:
+                # The cluster did not answer: asked again while librdkafka allows it.
+                if not err.retriable() or time.monotonic() + COMMIT_RETRY_S >= deadline:
                     raise KafkaCommitUnknownError(
                         f"transaction of {self.transactional_id}: its commit did not complete "
                         f"within {timeout_s:.0f} s ({err.str()}), and may have taken effect "

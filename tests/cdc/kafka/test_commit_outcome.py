@@ -21,6 +21,7 @@ from cdc.streams.kafka_writer import (
 from cdc.streams.protocol import TransactionLostError
 
 TIMED_OUT = kc.KafkaError(kc.KafkaError._TIMED_OUT, "timed out", retriable=True)
+DOWN = kc.KafkaError(kc.KafkaError._ALL_BROKERS_DOWN, "all brokers down")
 ABORTABLE = kc.KafkaError(kc.KafkaError._STATE, "requires abort", txn_requires_abort=True)
 FENCED = kc.KafkaError(kc.KafkaError._FENCED, "fenced", fatal=True)
 
@@ -55,14 +56,17 @@ def test_a_timed_out_commit_is_asked_again_until_it_answers(
     assert (producer.commits, producer.aborts) == (3, 0)
 
 
-def test_a_commit_unsettled_at_the_deadline_is_unknown_not_lost(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("errors", "deadline_s"), [([TIMED_OUT] * 3, 0), ([DOWN], 30)])
+def test_a_commit_the_cluster_left_unanswered_is_unknown_not_lost(
+    monkeypatch: pytest.MonkeyPatch, errors: list[kc.KafkaError], deadline_s: float
 ) -> None:
-    producer = CommitAnswers(*[TIMED_OUT] * 3)
+    """Retriable but still failing at the deadline, or an outage librdkafka will not retry."""
+    producer = CommitAnswers(*errors)
     with pytest.raises(KafkaCommitUnknownError, match="may have taken effect") as raised:
-        _writer(producer, monkeypatch)._commit_transaction(timeout_s=0)
+        _writer(producer, monkeypatch)._commit_transaction(timeout_s=deadline_s)
     assert not isinstance(raised.value, TransactionLostError)
     assert isinstance(raised.value, UnavailableError) and producer.aborts == 0
+    assert producer.commits == 1
 
 
 @pytest.mark.parametrize(("error", "aborts"), [(ABORTABLE, 1), (FENCED, 0)])
