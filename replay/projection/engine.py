@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cdc.events.columns import TableSpec as DeclaredTable
-from cdc.streams.protocol import EventStream, TopicPartition
+from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjection, version_table
 from projections.errors import ProjectionError
 from replay.decode.batch import batch_changes, truncates_decoded
@@ -44,7 +44,8 @@ from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, Sink
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import SparkSession
 from replay.tables.batches import cut_batches, find_truncates, source_reach, truncates_in
-from replay.tables.engine import ReplayEngine, ReplayError
+from replay.tables.engine import ReplayError
+from replay.tables.topic_schema import newest_record, newest_schema
 
 _UNKEYED = (None, b"null", b'{"schema":null,"payload":null}')
 Definition = SqlProjection | ScdSpec | PythonProjection
@@ -165,29 +166,18 @@ class ProjectionEngine:
         """How ``topic`` decodes (as the replay engine reads it), cached per topic."""
         if topic not in self._schemas:
             newest = self._newest_row_event(topic)
-            if newest is not None:
+            if newest is not None and newest.value is not None:
                 self._schemas[topic] = TopicSchema.from_record(
                     newest.value, newest.key, declared, topic=topic
                 )
             else:
-                engine = ReplayEngine(self.spark, self.stream, self.sink)
-                self._schemas[topic] = engine._schema(topic, declared)
+                self._schemas[topic] = newest_schema(self.stream, topic, declared)
         return self._schemas[topic]
 
-    def _newest_row_event(self, topic: str) -> Any:
+    def _newest_row_event(self, topic: str) -> StreamRecord | None:
         """The newest keyed change record near the end of ``topic`` (a truncate, keyed by
         ``null``, carries no primary key to read the schema from)."""
-        newest = None
-        for partition in range(self.stream.partition_count(topic)):
-            bounds = self.stream.bounds(topic, partition)
-            for record in self.stream.read(
-                topic, partition, max(bounds.log_start, bounds.end - 64)
-            ):
-                if record.value is None or record.key in _UNKEYED:
-                    continue
-                if newest is None or record.timestamp_ms >= newest.timestamp_ms:
-                    newest = record
-        return newest
+        return newest_record(self.stream, topic, lambda record: record.key not in _UNKEYED)
 
     def sql_plan(self, job: ProjectionJob) -> tuple[IncrementalPlan, MirrorSql]:
         """The incremental plan of a SQL projection's version, and its source mirror."""

@@ -8,6 +8,8 @@ the one a later write of the table would carry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cdc.errors import UserError
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
@@ -28,9 +30,11 @@ def target_table(topic: str) -> str:
     return topic.rsplit(".", 1)[-1]
 
 
-def newest_schema(stream: EventStream, topic: str, declared: DeclaredTable | None) -> TopicSchema:
-    """The schema of the topic's newest change event, else ``declared``; a ``ReplayError`` if
-    it has neither."""
+def newest_record(
+    stream: EventStream, topic: str, wanted: Callable[[StreamRecord], bool] = lambda r: True
+) -> StreamRecord | None:
+    """The newest record with a value (by timestamp) among the last ``TAIL_OFFSETS`` of each
+    partition of ``topic`` that is ``wanted``; None if there is none."""
     tail = []
     for partition in range(stream.partition_count(topic)):
         bounds = stream.bounds(topic, partition)
@@ -39,10 +43,19 @@ def newest_schema(stream: EventStream, topic: str, declared: DeclaredTable | Non
         tail.append(PartitionRange(tp, start, bounds.end, bounds.log_start, bounds.end))
     newest: StreamRecord | None = None
     for record in read_ranges(stream, tail):
-        if record.value is not None and (
-            newest is None or record.timestamp_ms >= newest.timestamp_ms
+        if (
+            record.value is not None
+            and wanted(record)
+            and (newest is None or record.timestamp_ms >= newest.timestamp_ms)
         ):
             newest = record
+    return newest
+
+
+def newest_schema(stream: EventStream, topic: str, declared: DeclaredTable | None) -> TopicSchema:
+    """The schema of the topic's newest change event, else ``declared``; a ``ReplayError`` if
+    it has neither."""
+    newest = newest_record(stream, topic)
     if newest is None or newest.value is None:
         if declared is None:
             raise ReplayError(f"topic {topic} holds no change event to read its schema from")
