@@ -144,9 +144,9 @@ class DeltaSink:
             else:
                 # A batch holds one change per key, so its upserts can only be older than the
                 # deletes of earlier batches: with none remembered, the MERGE needs no join.
-                tombstones = self.root / rules.tombstones_table(spec.name)
-                remembered = data_file_count(tombstones) != 0
-                if deletes or not self._exists(rules.tombstones_table(spec.name)):
+                tombstones = rules.tombstones_table(spec.name)
+                remembered = data_file_count(self.root / tombstones) != 0
+                if deletes or not self._exists(tombstones):
                     self._merge_tombstones(spec, deleted, meta)
                 current = self.spark.read.format("delta").load(self._path(spec.name))
                 wanted = [(f.name, f.dataType) for f in changes.select(*map(_col, data)).schema]
