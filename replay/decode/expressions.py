@@ -59,7 +59,14 @@ def _error_text(checks: list[tuple[Column, Column]]) -> Column:
 
 def _envelope(schema: TopicSchema) -> tuple[Column, Column, list[Column]]:
     """(the parsed value, the filter of records to decode, the envelope columns)."""
-    text = F.when(_barrier(), F.col("value").cast("string"))
+    text = F.col("value").cast("string")
+    if schema.value_prefix:  # parse the payload alone: the same object without its schema
+        head = schema.value_prefix
+        # Cut by bytes (a substring of text counts its characters from the start).
+        rest = F.substring(F.col("value"), len(head.encode()) + 1, 2**31 - 1)
+        cut = F.concat(F.lit(bytearray(b'{"payload":')), rest).cast("string")
+        text = F.when(text.startswith(head), cut).otherwise(text)
+    text = F.when(_barrier(), text)
     parsed = F.from_json(text, schema.value_type(), _JSON_OPTIONS).alias("v")
     env = {n: F.coalesce(F.col("v.payload")[n], F.col("v")[n]) for n in _ENVELOPE_FIELDS}
     op, source = env["op"], env["source"]

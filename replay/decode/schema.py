@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from json import dumps
+from json import JSONDecoder, dumps
 from typing import Any
 
 from cdc.events.columns import TableSpec
@@ -28,6 +28,33 @@ CORRUPT = "__corrupt_record"
 _DECIMAL = "org.apache.kafka.connect.data.Decimal"
 _FROM_RECORD: dict[tuple[Any, ...], TopicSchema] = {}
 _CACHE_SIZE = 64
+_SCHEMA_HEAD, _PAYLOAD_HEAD = '{"schema":', ',"payload":'
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# JSON without NaN or Infinity: a schema holding them is left to from_json whole, as before.
+_STRICT_JSON = JSONDecoder(parse_constant=_refuse_constant)
+
+
+def value_prefix(value: bytes) -> str | None:
+    """The text a value in JsonConverter's compact layout starts with, up to its payload:
+    ``{"schema":<the schema, exactly as written>,"payload":``; None for any other value.
+
+    The schema's end is found by parsing it, not by looking for the delimiter (a schema may
+    hold ``,"payload":`` itself, e.g. as a key of its ``parameters``). A value that starts
+    with this exact text is ``{"payload":`` plus its rest to ``from_json``, which then skips
+    no schema (``replay.decode.expressions``)."""
+    if not value.startswith(b'{"schema":{'):
+        return None
+    try:
+        text = value.decode()
+        _, end = _STRICT_JSON.raw_decode(text, len(_SCHEMA_HEAD))
+    except ValueError:  # not UTF-8, or not JSON
+        return None
+    return text[: end + len(_PAYLOAD_HEAD)] if text.startswith(_PAYLOAD_HEAD, end) else None
 
 
 def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
@@ -92,6 +119,8 @@ class TopicSchema:
     whether its values are checked against the table's columns (false for versions seen only
     after a point-in-time cut); empty when every record has one schema
     (``replay.decode.schema_versions``)."""
+    value_prefix: str | None = None
+    """The schema text its values start with (``value_prefix``), when read from a record."""
 
     @classmethod
     def from_connect(
@@ -167,14 +196,15 @@ class TopicSchema:
         known = connector if isinstance(connector, str) else None
         # The same inputs give the same object: the decoder's expressions, built once per
         # schema object (``expressions.decode_stages``), then serve every --follow round.
+        prefix = value_prefix(value) if schema is not None and not flat else None
         signature = (
             dumps(envelope, sort_keys=True), dumps(key_struct, sort_keys=True), numeric, flat,
-            known, None if table is None else table.model_dump_json(),
+            known, None if table is None else table.model_dump_json(), prefix,
         )  # fmt: skip
         hit = _FROM_RECORD.get(signature)
         if hit is None:
             found = cls.from_connect(envelope, key_struct, numeric_decimals=numeric, table=table)
-            hit = replace(found, native=not flat, connector=known)
+            hit = replace(found, native=not flat, connector=known, value_prefix=prefix)
             remember(_FROM_RECORD, signature, hit)
         return hit
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc.events.json_text import loads
-from replay.decode.schema import TopicSchema, remember
+from replay.decode.schema import TopicSchema, remember, value_prefix
 from replay.decode.xxhash64 import xxhash64
 from replay.spark import Column, DataFrame, F
 
@@ -150,6 +150,6 @@ def _version_schema(h: int, value: bytes, base: TopicSchema, numeric: bool) -> T
     # to fail here: the record itself is decoded, and judged, with the others.
     envelope = loads(value.decode(errors="replace"))["schema"]
     found = TopicSchema.from_connect(envelope, None, numeric_decimals=numeric)
-    own = replace(found, key=base.key, connector=base.connector)
+    own = replace(found, key=base.key, connector=base.connector, value_prefix=value_prefix(value))
     remember(_known_versions, key, (base, own))
     return own
