@@ -17,15 +17,13 @@ drops. The price is memory: a task holds the newest value of every key of its pa
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import logging
 import os
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
 
+from cdc.runtime.record_heap import cycle_collector_paused, return_free_heap
 from cdc.streams.protocol import StreamRecord
 from cdc.streams.registry import open_stream
 from replay.decode.compaction import (
@@ -125,7 +123,7 @@ def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[t
     special = frozenset(TRUNCATE_KEYS)
     check_at, seen = _FIRST_CHECK, 0
     try:
-        with closing(open_stream(stream_url)) as stream:
+        with cycle_collector_paused(), closing(open_stream(stream_url)) as stream:
             for record in stream.read(r.tp.topic, r.tp.partition, r.start, r.stop):
                 key = record.key
                 if key is None or key in special:
@@ -146,7 +144,7 @@ def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[t
         newest.clear()
         live.clear()
         each.clear()
-        _return_free_heap()
+        return_free_heap()
 
 
 def _compacted_rows(
@@ -182,23 +180,6 @@ def _compacted_rows(
             live_offset,
             rec.value,
         )
-
-
-def _return_free_heap() -> None:
-    """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim``; elsewhere nothing):
-    values of a few hundred bytes live in the brk heap, which ``free`` alone does not shrink."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, looked up once per worker process; None without glibc."""
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
 
 
 def _check_budget(
