@@ -21,6 +21,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import closing
+from operator import attrgetter
 from typing import Any
 
 from cdc.runtime.record_heap import cycle_collector_paused, return_free_heap
@@ -55,6 +56,7 @@ LATEST_SCHEMA = T.StructType(
 OVER_BUDGET = "compaction task over its memory budget"
 """In the error of a task that held more than its budget (``is_over_budget`` looks for it)."""
 _FIRST_CHECK = 1_000
+_VALUE = attrgetter("value")
 _log = logging.getLogger(__name__)
 
 
@@ -117,45 +119,49 @@ def persisted_latest(
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:
     """The compacted rows of one range (``LATEST_SCHEMA`` tuples; runs in a Spark task)."""
-    newest: dict[bytes, StreamRecord] = {}
-    live: dict[bytes, StreamRecord] = {}
+    live: dict[bytes, StreamRecord] = {}  # per key, its newest record with a value
+    gone: dict[bytes, StreamRecord] = {}  # per key whose newest record is a tombstone, that one
     each: list[StreamRecord] = []
     special = frozenset(TRUNCATE_KEYS)
     check_at, seen = _FIRST_CHECK, 0
     try:
         with cycle_collector_paused(), closing(open_stream(stream_url)) as stream:
+            # One dict write per record: most records have a value and supersede their key's.
             for record in stream.read(r.tp.topic, r.tp.partition, r.start, r.stop):
                 key = record.key
                 if key is None or key in special:
                     each.append(record)
                     continue
-                newest[key] = record
-                if record.value is not None:
+                if record.value is None:
+                    gone[key] = record
+                else:
                     live[key] = record
+                    if gone:
+                        gone.pop(key, None)
                 seen += 1
                 if seen >= check_at:  # amortised: the next check after as many records as keys
                     _check_budget(live, budget, r, seen)
                     check_at = seen + max(_FIRST_CHECK, len(live))
             _check_budget(live, budget, r, seen)
-        yield from _compacted_rows(r, newest, live, each)
+        yield from _compacted_rows(r, live, gone, each)
     finally:
         # The worker process outlives the task (Python workers are reused) and would keep the
         # freed values' heap for the rest of the replay, beside the JVM's peak.
-        newest.clear()
         live.clear()
+        gone.clear()
         each.clear()
         return_free_heap()
 
 
 def _compacted_rows(
     r: PartitionRange,
-    newest: dict[bytes, StreamRecord],
     live: dict[bytes, StreamRecord],
+    gone: dict[bytes, StreamRecord],
     each: list[StreamRecord],
 ) -> Iterator[tuple[Any, ...]]:
     topic, partition = r.tp.topic, r.tp.partition
-    for key, rec in newest.items():
-        alive = live.get(key)
+    for key, alive in live.items():
+        rec = gone.pop(key, alive) if gone else alive
         yield (
             topic,
             partition,
@@ -164,9 +170,11 @@ def _compacted_rows(
             rec.offset,
             None,  # the live value once (``__live_value``), as ``latest_records`` has it
             rec.timestamp_ms,
-            None if alive is None else alive.offset,
-            None if alive is None else alive.value,
+            alive.offset,
+            alive.value,
         )
+    for key, rec in gone.items():  # keys that never had a value in the range
+        yield (topic, partition, key, None, rec.offset, None, rec.timestamp_ms, None, None)
     for rec in each:
         live_offset = None if rec.value is None else rec.offset
         yield (
@@ -185,7 +193,7 @@ def _compacted_rows(
 def _check_budget(
     live: dict[bytes, StreamRecord], budget: int, r: PartitionRange, seen: int
 ) -> None:
-    held = sum(len(record.value or b"") for record in live.values())
+    held = sum(map(len, map(_VALUE, live.values())))  # (C loops: ~4x a generator's speed)
     if held > budget:
         raise OverBudget(
             f"{OVER_BUDGET}: {r.tp.topic} partition {r.tp.partition} holds {held >> 20} MB of "

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from cdc.streams.protocol import EventStream
+from cdc.streams.protocol import EventStream, TopicPartition
 from cdc.streams.registry import open_stream
-from replay.decode.compacted_read import compacted_records, is_over_budget
+from replay.decode.compacted_read import compact_range, compacted_records, is_over_budget
 from replay.decode.compaction import latest_records, rebuild_table
 from replay.reading.bounds import Bound, BoundKind
-from replay.reading.plan import ReplayPlan, plan_replay
+from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay
 from replay.reading.sources import read_records
 from replay.sinks.registry import open_sink
 from replay.tables.engine import ReplayEngine, ReplayJob
@@ -97,3 +97,29 @@ def test_the_engine_falls_back_to_the_two_passes_over_budget(
     assert any("compacting by two Spark passes" in r.getMessage() for r in caplog.records)
     rows = sorted((comparable(r) for r in sink.read(result.table).collect()), key=lambda r: r["id"])
     assert rows == [comparable(table[k]) for k in sorted(table)]
+
+
+def test_a_range_keeps_per_key_the_newest_record_and_the_newest_with_a_value(
+    tmp_path: Path,
+) -> None:
+    stream = open_stream(f"local://{tmp_path}/log")
+    stream.ensure_topic("t", 1)
+    writer = stream.writer("w")
+    writer.begin()
+    history = [(b"a", b"a1"), (b"b", None), (b"a", None), (b"c", b"c1"), (b"c", None),
+               (b"c", b"c2"), (b"d", b"d1"), (b"e", None), (b"e", b"e1"), (b"e", None)]  # fmt: skip
+    for key, value in history:
+        writer.send("t", key, value, partition=0)
+    writer.commit()
+    writer.close()
+    end = stream.bounds("t", 0).end
+    whole = PartitionRange(TopicPartition("t", 0), 0, end, 0, end)
+    rows = list(compact_range(stream.url, whole, 1 << 30))
+    stream.close()
+    # key -> (offset of the newest record, offset and value of the newest with a value)
+    got = {row[2]: (row[4], row[7], row[8]) for row in rows}
+    assert got == {
+        b"a": (2, 0, b"a1"), b"b": (1, None, None), b"c": (5, 5, b"c2"),
+        b"d": (6, 6, b"d1"), b"e": (9, 8, b"e1"),
+    }  # fmt: skip
+    assert all(row[3] is None and row[5] is None for row in rows)  # no truncate candidate
