@@ -1,7 +1,7 @@
 """Where a full rebuild spends its time, per Spark job, on a cold and then a warm JVM.
 
     .venv/bin/python -m bench.replay.profile_jobs [--events 1000000] [--keys 100000] [--sink duckdb]
-        [--cprofile]
+        [--stream kafka|local] [--cprofile]
 
 Starts a broker, produces the benchmark changelog (``bench.replay.changelog``), and runs the same
 ``ReplayEngine`` rebuild ``--runs`` times in one SparkSession, each into a fresh table. After each
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.replay.changelog import TOPIC, declared_spec, produce
+from bench.replay.spark_worker import local_copy
 from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.registry import open_stream
 from replay.sinks.registry import open_sink
@@ -83,6 +84,10 @@ def main() -> None:
     parser.add_argument("--sink", choices=("duckdb", "delta"), default="duckdb")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument(
+        "--stream", choices=("kafka", "local"), default="kafka",
+        help="rebuild from the broker or from a local log copy of the topic",
+    )  # fmt: skip
+    parser.add_argument(
         "--cprofile",
         action="store_true",
         help="profile the driver's Python in the first run (cumulative times, the 40 highest)",
@@ -95,7 +100,10 @@ def main() -> None:
         produce(bootstrap, args.events, args.keys, args.partitions)
         spark = spark_session(conf={"spark.ui.enabled": "true"})
         ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
-        stream = open_stream(f"kafka://{bootstrap}")
+        stream_url = f"kafka://{bootstrap}"
+        if args.stream == "local":
+            stream_url = local_copy({"bootstrap": bootstrap, "work": str(work)})
+        stream = open_stream(stream_url)
         for run in range(args.runs):
             suffix = ".duckdb" if args.sink == "duckdb" else ""
             sink = open_sink(f"{args.sink}://{work}/out{run}{suffix}", spark)
