@@ -31,12 +31,31 @@ _CACHE_SIZE = 64
 _SCHEMA_HEAD, _PAYLOAD_HEAD = '{"schema":', ',"payload":'
 
 
+# What Spark's JSON reader accepts at most (its maxNumLen, Jackson's maxNameLength; strings far
+# below Jackson's limit): a schema past them makes the whole value corrupt there, so its values
+# must reach from_json whole, not cut.
+_MAX_NUMBER_CHARS, _MAX_NAME_CHARS, _MAX_SCHEMA_CHARS = 1_000, 50_000, 1_000_000
+
+
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# JSON without NaN or Infinity: a schema holding them is left to from_json whole, as before.
-_STRICT_JSON = JSONDecoder(parse_constant=_refuse_constant)
+def _short_number(text: str) -> None:
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise ValueError("a number longer than Spark reads")
+
+
+def _short_names(pairs: list[tuple[str, Any]]) -> None:
+    if any(len(name) > _MAX_NAME_CHARS for name, _ in pairs):
+        raise ValueError("a key longer than Spark reads")
+
+
+# JSON as Spark reads it (no NaN or Infinity, the limits above); the values are not kept.
+_STRICT_JSON = JSONDecoder(
+    parse_constant=_refuse_constant, parse_int=_short_number, parse_float=_short_number,
+    object_pairs_hook=_short_names,
+)  # fmt: skip
 
 
 def value_prefix(value: bytes) -> str | None:
@@ -52,9 +71,11 @@ def value_prefix(value: bytes) -> str | None:
     try:
         text = value.decode()
         _, end = _STRICT_JSON.raw_decode(text, len(_SCHEMA_HEAD))
-    except ValueError:  # not UTF-8, or not JSON
+    except ValueError:  # not UTF-8, not JSON, or not as Spark reads it
         return None
-    return text[: end + len(_PAYLOAD_HEAD)] if text.startswith(_PAYLOAD_HEAD, end) else None
+    if end > _MAX_SCHEMA_CHARS or not text.startswith(_PAYLOAD_HEAD, end):
+        return None
+    return text[: end + len(_PAYLOAD_HEAD)]
 
 
 def remember(cache: dict[Any, Any], key: Any, value: Any) -> None:

@@ -34,6 +34,13 @@ def _with_payload_parameter(envelope: dict[str, Any]) -> dict[str, Any]:
     return {"schema": walk(envelope["schema"]), "payload": envelope["payload"]}
 
 
+def test_numbers_and_keys_within_sparks_limits_keep_the_prefix() -> None:
+    number = b"9" * 1000
+    name = b"k" * 50_000
+    value = b'{"schema":{"version":' + number + b',"' + name + b'":1},"payload":{}}'
+    assert value_prefix(value) == value[: -len(b"{}}")].decode()
+
+
 def test_the_prefix_ends_where_the_schema_does() -> None:
     envelope = {"schema": {"type": "struct", "parameters": {"a": "1", "payload": "2"}},
                 "payload": {"op": "c"}}  # fmt: skip
@@ -56,6 +63,11 @@ def test_the_prefix_ends_where_the_schema_does() -> None:
         b'{"schema":{"type":"struct"',  # cut short
         b'{"schema":{"doc":"\xff"},"payload":{}}',  # not UTF-8
         b'{"op":"c","after":{}}',  # no schema
+        # Past what Spark's JSON reader accepts (the whole value is corrupt there):
+        b'{"schema":{"type":"struct","version":1' + b"0" * 1000 + b'},"payload":{}}',
+        b'{"schema":{"type":"struct","doc":0.' + b"5" * 1000 + b'},"payload":{}}',
+        b'{"schema":{"type":"struct","' + b"k" * 50_001 + b'":1},"payload":{}}',
+        b'{"schema":{"type":"struct","doc":"' + b"d" * 1_000_000 + b'"},"payload":{}}',
     ],
 )
 def test_a_value_of_another_layout_has_no_prefix(value: bytes) -> None:
