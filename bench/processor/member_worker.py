@@ -65,8 +65,11 @@ def main(spec_path: str, result_path: str) -> int:
     commit = processor._commit
 
     def timed_commit() -> None:
+        lost, began = processor.lost_transactions, time.time()
         commit()
         marks["last_commit"] = time.monotonic()
+        if processor.lost_transactions != lost:  # when and how long, for the failover timeline
+            _line(event="lost", member=spec["member"], began=began)
 
     processor._commit = timed_commit  # type: ignore[method-assign]
     processor.start()

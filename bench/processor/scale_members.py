@@ -179,6 +179,12 @@ def failover(
         "standbys": standbys, "b_tasks": sorted(b_tasks),
         "failover_s": took["time"] - killed_at, "takeover_s": took["seconds"],
         "restored": sum(took["restored"].values()), "fed_events": len(fed),
+        "timeline": [  # A's rebalances and lost transactions, seconds after the kill
+            {"event": ln["event"], "at_s": round(ln.get("began", ln["time"]) - killed_at, 3),
+             "tasks": ln.get("tasks")}
+            for ln in a.lines if ln["event"] in ("assigned", "revoked", "lost")
+            and ln["time"] > killed_at
+        ],
         "state_problems": compare(expected, result["state"]),
     }  # fmt: skip
 
