@@ -116,7 +116,8 @@ class GroupProcessor(EventProcessor):
         return RestoreReport()
 
     def _next_seq(self) -> int:
-        # Microseconds keep members' commits in time order (``txn:`` cuts), rising within one.
+        # Members number their commits independently: microseconds keep them in time order
+        # across members (for ``txn:`` cuts), strictly increasing within one.
         return max(self._seq + 1, time.time_ns() // 1000)
 
     def _on_assigned(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -135,8 +136,6 @@ class GroupProcessor(EventProcessor):
 
     def _assign(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         started = time.monotonic()
-        if self._txn is not None:  # committed first: a restore may outlast its timeout
-            self._commit()
         committed = {
             topic: self.stream.committed_positions(self.config.processor_id, topic)
             for topic in {tp.topic for tp in partitions}
@@ -167,7 +166,8 @@ class GroupProcessor(EventProcessor):
         if self._txn is not None:
             self._commit()
         self._owned.difference_update(partitions)
-        self._consumed = {tp: o for tp, o in self._consumed.items() if tp not in partitions}
+        for tp in partitions:
+            self._consumed.pop(tp, None)
         kept = {tp.partition for tp in self._owned}
         gone = sorted(set(self.tasks) - kept)
         for partition in gone:

@@ -61,9 +61,6 @@ class KafkaGroupReader(KafkaStreamReader):
         )  # fmt: skip
 
     def _on_assign(self, consumer: kc.Consumer, partitions: list[kc.KafkaPartition]) -> None:
-        # The partitions this member kept are still its own (lost ones were served before),
-        # so the processor may commit its open transaction here, with the new generation.
-        self._metadata = consumer.consumer_group_metadata()
         arriving = [TopicPartition(p.topic, p.partition) for p in partitions]
         starts = self._assigned(arriving)
         placed = [kc.KafkaPartition(*tp, starts[tp]) for tp in arriving]
