@@ -48,6 +48,8 @@ def main(spec_path: str, result_path: str) -> int:
         count_payment(event, tx)
 
     def rebalanced(event: RebalanceEvent) -> None:
+        if event.kind == "assigned" and event.tasks:
+            marks["assigned_at"] = time.time()
         _line(event=event.kind, member=spec["member"], tasks=event.tasks,
               restored=event.restored_events, seconds=event.seconds)  # fmt: skip
 
@@ -68,8 +70,16 @@ def main(spec_path: str, result_path: str) -> int:
         lost, began = processor.lost_transactions, time.time()
         commit()
         marks["last_commit"] = time.monotonic()
-        if processor.lost_transactions != lost:  # when and how long, for the failover timeline
+        # For the failover timeline: transactions lost, commits that waited, and the first
+        # commit after new tasks arrived (their input is processed and visible again).
+        if processor.lost_transactions != lost:
             _line(event="lost", member=spec["member"], began=began)
+        elif began > marks.get("assigned_at", began + 1):
+            del marks["assigned_at"]
+            _line(event="committed", member=spec["member"], began=began)
+        if time.time() - began > 0.3:
+            _line(event="slow_commit", member=spec["member"], began=began,
+                  took=time.time() - began)  # fmt: skip
 
     processor._commit = timed_commit  # type: ignore[method-assign]
     processor.start()

@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                                   args.events, args.customers, args.seed)  # fmt: skip
                 fails.append(result)
                 print(f"  failover standbys={standbys}: {result['failover_s']:.2f} s "
-                      f"(restore {result['takeover_s']:.2f} s, {result['restored']:,} records), "
+                      f"(restore {result['takeover_s']:.2f} s, {result['restored']:,} records; "
+                      f"first commit after {result['committed_s']:.2f} s), "
                       f"state {result['state_problems'] or 'OK'}", flush=True)  # fmt: skip
     finally:
         broker.stop()
@@ -128,9 +129,14 @@ def summarize(runs: list[dict[str, Any]], fails: list[dict[str, Any]]) -> dict[s
         mine = [f for f in fails if f["standbys"] == standbys]
         out[f"failover_s standbys={standbys}"] = median([f["failover_s"] for f in mine])
         out[f"takeover_restore_s standbys={standbys}"] = median([f["takeover_s"] for f in mine])
+        out[f"first_commit_s standbys={standbys}"] = median([f["committed_s"] for f in mine])
     if out.get("failover_s standbys=1"):
         out["failover without / with standby"] = (
             out["failover_s standbys=0"] / out["failover_s standbys=1"]
+        )
+    if out.get("first_commit_s standbys=1"):
+        out["first commit without / with standby"] = (
+            out["first_commit_s standbys=0"] / out["first_commit_s standbys=1"]
         )
     if out.get("takeover_restore_s standbys=1"):
         out["restore without / with standby"] = (
