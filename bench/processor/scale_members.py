@@ -17,6 +17,7 @@ from typing import Any
 
 from bench.processor.run import ROOT, TOPIC
 from bench.processor.workload import Reference, compare, payment_events, reference_state
+from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
 
 
@@ -168,10 +169,10 @@ def failover(
     time.sleep(2.0)
     stop.set()
     feeder.join()
-    time.sleep(3.0)
+    stream = open_stream(f"kafka://{member.bootstrap}")  # every failover run fed the topic
+    caught_up_s = _wait_caught_up(stream, group)
     a.popen.send_signal(signal.SIGTERM)
     result = a.wait()
-    stream = open_stream(f"kafka://{member.bootstrap}")  # every failover run fed the topic
     expected = reference_state(
         (r.key or b"", r.value or b"") for p in range(4) for r in stream.read(TOPIC, p, 0)
     )
@@ -180,7 +181,7 @@ def failover(
         "standbys": standbys, "b_tasks": sorted(b_tasks),
         "failover_s": took["time"] - killed_at, "takeover_s": took["seconds"],
         "restored": sum(took["restored"].values()), "fed_events": len(fed),
-        "committed_s": committed["time"] - killed_at,
+        "committed_s": committed["time"] - killed_at, "caught_up_after_feed_s": caught_up_s,
         "timeline": [  # A's lines after the kill but progress: when each began, how long
             {"event": ln["event"], "at_s": round(ln.get("began", ln["time"]) - killed_at, 3),
              "took_s": round(ln["time"] - ln.get("began", ln["time"]), 3)}
@@ -188,6 +189,20 @@ def failover(
         ],
         "state_problems": compare(expected, result["state"]),
     }  # fmt: skip
+
+
+def _wait_caught_up(stream: EventStream, group: str, timeout_s: float = 600) -> float:
+    """Wait until the group's committed input positions reach the input's end (A has processed
+    every event fed, taken-over backlog included); the seconds it took."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        positions = stream.committed_positions(group, TOPIC)
+        # a position may stop short of the end by a transaction marker: no record left is it
+        if all(next(iter(stream.read(TOPIC, p, positions.get(p, 0))), None) is None
+               for p in range(4)):  # fmt: skip
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise TimeoutError(f"group {group} did not process its input to the end in {timeout_s}s")
 
 
 def _feed(
