@@ -2,8 +2,9 @@
 
 ``python -m bench.processor.member_worker SPEC_JSON RESULT_JSON``: joins the processor's group,
 counts payments with ``count_payment`` over the tasks the group gives it, and prints one JSON
-line per change of its tasks and one per second of progress (wall-clock ``time`` for the
-failover measurement). Stops after ``idle_s`` without input (``stop`` = ``idle``) or at SIGTERM
+line per change of its tasks, one per second of progress, and one per lost transaction, per
+commit over 0.3 s and for the first commit after new tasks arrived (wall-clock ``time`` for
+the failover measurement). Stops after ``idle_s`` without input (``stop`` = ``idle``) or at SIGTERM
 (``stop`` = ``signal``), then writes the result: first event and last commit (monotonic, which
 the driver compares across members), events, CPU, peak RSS and the rows of its active tasks.
 """

@@ -10,8 +10,10 @@ final state (the union of the members' tasks) is checked against the reference. 
 the members and of the broker's JVM are reported beside it (2 cores on this machine kind: two
 members and the broker share them). Failover: members A and B (with or without a standby of each
 other's tasks) process the input, a feeder keeps writing, B is killed with SIGKILL; the time from
-the kill until A has restored B's tasks and reads their input (its ``assigned`` line), and the
-restore alone, are reported. Results go to ``bench/results/scale-out-<time>.json``.
+the kill until A has restored B's tasks and reads their input (its ``assigned`` line), the
+restore alone, the time until A's first commit after that, and A's timeline are reported; A is
+stopped once the group's committed positions reach the input's end, and its state is checked
+against the whole input. Results go to ``bench/results/scale-out-<time>.json``.
 """
 
 from __future__ import annotations
