@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable, Sequence
 
 from cdc.connector.metadata import end_record
-from cdc.errors import UsageError
 from cdc.processor.events import Decoder, json_decoder
 from cdc.processor.processor import EventProcessor, Handler, ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport
-from cdc.processor.tasks import RebalanceEvent, StateTask, TaskOwners, open_task, wanted_standbys
+from cdc.processor.standbys import Standbys
+from cdc.processor.tasks import RebalanceEvent, StateTask, input_partitions, open_task
 from cdc.state import StateTable, StateTables
 from cdc.streams.protocol import (
     EventStream,
@@ -39,13 +39,10 @@ from cdc.streams.protocol import (
 
 _log = logging.getLogger(__name__)
 
-STANDBY_INTERVAL_S = 1.0
-"""How often standby tasks apply the changelog their owners wrote meanwhile."""
-
 
 class GroupProcessor(EventProcessor):
     """One member (``member``: a name stable across its restarts) of a partitioned processor;
-    ``standby_replicas`` other members keep a standby of each task (``tasks.standby_tasks``)."""
+    ``standby_replicas`` other members keep a standby of each task (``standbys``)."""
 
     def __init__(
         self,
@@ -60,24 +57,12 @@ class GroupProcessor(EventProcessor):
         progress: Progress | None = None,
         on_rebalance: Callable[[RebalanceEvent], None] | None = None,
     ) -> None:
-        counts = {topic: stream.partition_count(topic) for topic in config.inputs}
-        if len(set(counts.values())) != 1:
-            listed = ", ".join(f"{t} has {n}" for t, n in counts.items())
-            raise UsageError(
-                f"the inputs of partitioned processor {config.processor_id} are not "
-                f"co-partitioned ({listed} partitions): give them equal partition counts"
-            )
-        if config.changelog_partitions not in (0, *counts.values()):
-            raise UsageError(
-                f"a partitioned processor's changelog has one partition per input partition "
-                f"({next(iter(counts.values()))}), not {config.changelog_partitions}"
-            )
+        partitions = input_partitions(config, stream)
         super().__init__(config, stream, tables, handler, decoder=decoder)
         self.member, self.standby_replicas, self._progress = member, standby_replicas, progress
-        self.partitions = next(iter(counts.values()))
+        self.partitions = partitions
         self._txn_prefix = f"{config.processor_id}:{member}"
         self.tasks: dict[int, StateTask] = {}
-        self.standbys: dict[int, StateTask] = {}
         self._owned: set[TopicPartition] = set()
         self._touched: set[int] = set()
         self._lost = False
@@ -85,12 +70,12 @@ class GroupProcessor(EventProcessor):
         self._held: list[StreamRecord] = []
         self._group_reader: GroupReader | None = None
         self.lost_transactions = 0
-        self._standby_due = 0.0
-        self._owners = TaskOwners(stream, config, member)
         self._rebalances_seen = 0
         self.rebalances: list[RebalanceEvent] = []
         """Every change of this member's tasks, in order."""
         self.on_rebalance = on_rebalance
+        self.standbys = Standbys(stream, config, self.connector, self._declared, member,
+                                 standby_replicas)  # fmt: skip
 
     def start(self, progress: Progress | None = None) -> RestoreReport:
         """Create the topics and join the group; tasks are restored as partitions arrive."""
@@ -134,11 +119,13 @@ class GroupProcessor(EventProcessor):
 
     def _assign(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         started = time.monotonic()
+        new = sorted({tp.partition for tp in partitions} - set(self.tasks))
+        if new and self._txn is not None:
+            self._give_up_transaction()
         committed = {
             topic: self.stream.committed_positions(self.config.processor_id, topic)
             for topic in {tp.topic for tp in partitions}
         }
-        new = sorted({tp.partition for tp in partitions} - set(self.tasks))
         for partition in new:
             task = self.standbys.pop(partition, None)
             if task is not None:
@@ -160,6 +147,20 @@ class GroupProcessor(EventProcessor):
         restored = {p: self.tasks[p].restores[-1].events for p in new}
         self._rebalanced(RebalanceEvent("assigned", new, time.monotonic() - started, restored))
         return starts
+
+    def _give_up_transaction(self) -> None:
+        """Abort the open transaction before restoring assigned tasks, its input read again
+        after the poll (as a lost one's): a restore may outlast the transaction's timeout, when
+        the broker aborts it and fences the producer; a commit here is refused for the
+        rebalance's generation."""
+        assert self._writer is not None
+        self._writer.abort()
+        _log.info(
+            "member %s: open transaction aborted for a restore, input read again", self.member
+        )
+        self.lost_transactions += 1
+        self._lost = True
+        self._txn, self._pending_events = None, 0
 
     def _revoke(self, partitions: list[TopicPartition]) -> None:
         started = time.monotonic()
@@ -195,11 +196,11 @@ class GroupProcessor(EventProcessor):
             records, self._held = self._held[:want], self._held[want:]
         else:
             records = self._reader.poll(want, self.config.commit_interval_s)
+        if not self._lost and self.standbys.due():
+            self._refresh_standbys()
         if self._lost:
             self._rewind()
             return []
-        if self.standby_replicas > 0 and time.monotonic() >= self._standby_due:
-            self._refresh_standbys()
         return records
 
     def _rewind(self) -> None:
@@ -215,20 +216,9 @@ class GroupProcessor(EventProcessor):
         self._group_reader.seek(owned)
 
     def _refresh_standbys(self) -> None:
-        owners, replicas = self._owners.now(len(self.rebalances)), self.standby_replicas
-        wanted = wanted_standbys(owners, self.member, replicas, self.tasks, self.standbys)
-        for partition in sorted(set(self.standbys) - wanted):
-            self.standbys.pop(partition).close()  # its store stays: a later restore is a tail
-        for partition in sorted(wanted - set(self.tasks)):
-            task = self.standbys.get(partition)
-            if task is None:
-                task = self.standbys[partition] = open_task(
-                    self.stream, self.connector, self._declared, self.config.store_url,
-                    self.member, partition,
-                )  # fmt: skip
-            else:
-                task.catch_up(self.stream, self.connector)
-        self._standby_due = time.monotonic() + STANDBY_INTERVAL_S
+        # A transaction open through a new standby's restore might outlast its timeout.
+        commit = self._commit if self._txn is not None else lambda: None
+        self.standbys.refresh(self.tasks, len(self.rebalances), before_restore=commit)
 
     def _process(self, record: StreamRecord) -> int:
         partition = record.partition

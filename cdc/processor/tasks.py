@@ -8,14 +8,12 @@ member owns by tailing its changelog partitions, so a failover restores only the
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from cdc.connector import ChangelogConnector
-from cdc.errors import UserError
+from cdc.errors import UsageError
 from cdc.processor.processor import ProcessorConfig
 from cdc.processor.restore import Progress, RestoreReport, restore_store
 from cdc.state import (
@@ -27,8 +25,6 @@ from cdc.state import (
     open_state_store,
 )
 from cdc.streams.protocol import EventStream, TopicPartition
-
-_log = logging.getLogger(__name__)
 
 
 def task_store_url(store_url: str, member: str, partition: int) -> str:
@@ -42,68 +38,23 @@ def task_store_url(store_url: str, member: str, partition: int) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
 
 
-def standby_tasks(
-    owners: Mapping[int, str], member: str, replicas: int, kept: Iterable[int] = ()
-) -> set[int]:
-    """The tasks ``member`` keeps a standby of, Kafka Streams' way of spreading them: each task
-    has one on each of the ``replicas`` members after its owner in name order (the members: the
-    owners and ``member``; wrapping round), never on its owner. A task no member has now (being
-    handed over) keeps the standbys it had (``kept``)."""
-    ring = sorted({*owners.values(), member})
-    out = {task for task in kept if task not in owners}
-    for task, owner in owners.items():
-        at = ring.index(owner)
-        after = [ring[(at + k) % len(ring)] for k in range(1, len(ring))]
-        if member in after[:replicas]:
-            out.add(task)
-    return out
-
-
-OWNERS_INTERVAL_S = 15.0
-"""How often a member with standbys asks the group who has which task while it sees no
-rebalance (a backstop: every change of tasks is a rebalance all members take part in)."""
-OWNERS_SETTLING_S = 10.0
-"""For this long after a rebalance the member took part in, it asks at every standby refresh:
-the others' new tasks show in the group's description only once they all have joined."""
-
-
-class TaskOwners:
-    """Who has which task of the processor, as the consumer group describes it, asked only
-    around rebalances and every ``OWNERS_INTERVAL_S`` (describing a group is a broker request;
-    members refresh their standbys every second)."""
-
-    def __init__(self, stream: EventStream, config: ProcessorConfig, member: str) -> None:
-        self.stream, self.config, self.member = stream, config, member
-        self._owners: dict[int, str] = {}
-        self._asked_at: float | None = None
-        self._settling_until = 0.0
-        self._rebalances = 0
-
-    def now(self, rebalances: int) -> dict[int, str]:
-        """The owners (empty while the group cannot be described); ``rebalances``: how many
-        rebalances the member has seen, a change of which starts a settling period."""
-        now = time.monotonic()
-        if rebalances != self._rebalances:
-            self._rebalances, self._settling_until = rebalances, now + OWNERS_SETTLING_S
-        fresh = self._asked_at is not None and now - self._asked_at < OWNERS_INTERVAL_S
-        if fresh and now >= self._settling_until:
-            return dict(self._owners)
-        try:
-            self._owners = self.stream.task_owners(self.config.processor_id, self.config.inputs[0])
-            self._asked_at = now
-        except UserError as exc:  # advice only: try again at the next refresh
-            _log.warning("member %s: who has which task is unknown: %s", self.member, exc)
-            self._owners, self._asked_at = {}, None
-        return dict(self._owners)
-
-
-def wanted_standbys(
-    owners: Mapping[int, str], member: str, replicas: int, active: Iterable[int],
-    kept: Iterable[int],
-) -> set[int]:  # fmt: skip
-    """``standby_tasks`` of ``member`` (whose own tasks are ``active``) with the group's
-    ``owners`` (empty: unknown, and the standbys ``kept`` stay as they are)."""
-    return standby_tasks({**owners, **dict.fromkeys(active, member)}, member, replicas, kept)
+def input_partitions(config: ProcessorConfig, stream: EventStream) -> int:
+    """The partition count of a partitioned processor's inputs (its number of tasks), checked:
+    the inputs must be co-partitioned, and a changelog partition count given must match."""
+    counts = {topic: stream.partition_count(topic) for topic in config.inputs}
+    if len(set(counts.values())) != 1:
+        listed = ", ".join(f"{t} has {n}" for t, n in counts.items())
+        raise UsageError(
+            f"the inputs of partitioned processor {config.processor_id} are not "
+            f"co-partitioned ({listed} partitions): give them equal partition counts"
+        )
+    partitions = next(iter(counts.values()))
+    if config.changelog_partitions not in (0, partitions):
+        raise UsageError(
+            f"a partitioned processor's changelog has one partition per input partition "
+            f"({partitions}), not {config.changelog_partitions}"
+        )
+    return partitions
 
 
 @dataclass(frozen=True)

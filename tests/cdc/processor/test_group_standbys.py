@@ -12,7 +12,7 @@ import pytest
 
 from cdc.errors import UsageError
 from cdc.processor import ProcessorConfig
-from cdc.processor.tasks import (
+from cdc.processor.standbys import (
     OWNERS_INTERVAL_S,
     OWNERS_SETTLING_S,
     TaskOwners,
@@ -84,7 +84,7 @@ def test_the_group_is_described_around_rebalances_and_seldom_otherwise(
     """Standbys refresh every second; describing the group each time was a broker request per
     member per second. Tasks change only in rebalances every member takes part in."""
     clock = [1000.0]
-    monkeypatch.setattr("cdc.processor.tasks.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("cdc.processor.standbys.time.monotonic", lambda: clock[0])
 
     class Group:
         asked = 0
