@@ -85,9 +85,11 @@ class GroupProcessor(EventProcessor):
         stream.ensure_topic(self.connector.transaction_topic, 1)
         stream.ensure_topic(cfg.dead_letter_topic, 1)
         # Abort this member's transaction left open by its previous run before reading anything.
+        # Members share these topics: a commit waits only for its own partitions to be readable.
         self._writer = stream.writer(
             f"{cfg.processor_id}.processor.{self.member}",
             transaction_timeout_s=cfg.transaction_timeout_s,
+            shared_topics=(self.connector.transaction_topic, cfg.dead_letter_topic),
         )
         self._progress = progress or self._progress
         self._reader = self._group_reader = stream.group_reader(
@@ -139,9 +141,7 @@ class GroupProcessor(EventProcessor):
         starts = {}
         for tp in partitions:
             start = committed[tp.topic].get(tp.partition)
-            if start is None:
-                start = self.stream.bounds(tp.topic, tp.partition).log_start
-            starts[tp] = start
+            starts[tp] = self.stream.bounds(*tp).log_start if start is None else start
         self._owned.update(partitions)
         self._consumed.update(starts)
         restored = {p: self.tasks[p].restores[-1].events for p in new}

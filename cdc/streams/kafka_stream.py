@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -238,11 +238,15 @@ class KafkaEventStream:
         return {partition: member for member, t, partition in assigned if t == topic}
 
     def writer(
-        self, transactional_id: str, *, transaction_timeout_s: float | None = None
+        self,
+        transactional_id: str,
+        *,
+        transaction_timeout_s: float | None = None,
+        shared_topics: Collection[str] = (),
     ) -> KafkaTransactionalWriter:
         return KafkaTransactionalWriter(
             self.bootstrap, transactional_id, self.client_settings(),
-            transaction_timeout_s=transaction_timeout_s,
+            transaction_timeout_s=transaction_timeout_s, shared_topics=shared_topics,
         )  # fmt: skip
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from cdc.errors import UnavailableError
@@ -37,7 +37,9 @@ class KafkaTransactionalWriter:
 
     Kafka writes a transaction's commit markers after ``commit_transaction`` returns, so
     read-committed readers may not see it at once; with ``visible_on_commit`` (the default)
-    ``commit`` returns only once every written partition's last stable offset covers it.
+    ``commit`` returns only once every written partition's last stable offset covers it, but
+    for partitions of ``shared_topics``: other writers' open transactions hold their last
+    stable offset back (a killed writer's until the broker aborts it).
     """
 
     def __init__(
@@ -48,8 +50,10 @@ class KafkaTransactionalWriter:
         *,
         visible_on_commit: bool = True,
         transaction_timeout_s: float | None = None,
+        shared_topics: Collection[str] = (),
     ) -> None:
         self.transactional_id = transactional_id
+        self._shared = frozenset(shared_topics)
         self._bootstrap, self._extra = bootstrap, extra
         self._timeout = {} if transaction_timeout_s is None else {
             "transaction.timeout.ms": int(transaction_timeout_s * 1000)
@@ -189,6 +193,8 @@ class KafkaTransactionalWriter:
             return
         deadline = time.monotonic() + timeout_s
         for (topic, partition), position in self._written.items():
+            if topic in self._shared:
+                continue
             while kc.watermarks(self._watermarks, topic, partition)[1] < position:
                 if time.monotonic() > deadline:
                     raise KafkaCommitUnknownError(  # committed: its records are not lost

@@ -7,7 +7,7 @@ last stable offset for read-committed readers).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -186,11 +186,18 @@ class EventStream(Protocol):
         ...
 
     def writer(
-        self, transactional_id: str, *, transaction_timeout_s: float | None = None
+        self,
+        transactional_id: str,
+        *,
+        transaction_timeout_s: float | None = None,
+        shared_topics: Collection[str] = (),
     ) -> TransactionalWriter:
         """A transactional writer; a new writer with the same id fences the old one.
         ``transaction_timeout_s``: how long a transaction its writer left open (a killed
-        process) may hold readers back before the broker aborts it (Kafka; default 60 s)."""
+        process) may hold readers back before the broker aborts it (Kafka; default 60 s).
+        A commit returns once read-committed readers see it, except in ``shared_topics``:
+        topics other writers write at the same time, where another writer's open transaction
+        (a killed one's, until it times out) would hold the commit back."""
         ...
 
     def close(self) -> None: ...

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 
@@ -207,10 +207,15 @@ class LocalLog:
         return LocalGroupReader(self, topics, group, member, on_assigned, on_revoked)
 
     def writer(
-        self, transactional_id: str, *, transaction_timeout_s: float | None = None
+        self,
+        transactional_id: str,
+        *,
+        transaction_timeout_s: float | None = None,
+        shared_topics: Collection[str] = (),
     ) -> LocalTransactionalWriter:
         """A transactional writer; a newer writer with the same id fences this one (a killed
-        writer's transaction never blocks readers here: ``transaction_timeout_s`` is unused)."""
+        writer's transaction never blocks readers here, and a commit is visible when it
+        returns: ``transaction_timeout_s`` and ``shared_topics`` are unused)."""
         os.makedirs(self.root, exist_ok=True)
         writer = LocalTransactionalWriter(self.root, self._journal, self.settings, transactional_id)
         self._owned.add(writer)

@@ -154,3 +154,28 @@ def test_partition_count_mismatch_and_missing_topic_are_named(
         stream.ensure_topic(topic, 3)
     with pytest.raises(KafkaStreamError, match="does not exist"):
         stream.partition_count(unique_name("missing"))
+
+
+def test_a_commit_does_not_wait_for_another_writers_transaction_on_a_shared_topic(
+    stream: KafkaEventStream, unique_name: Callable[[str], str]
+) -> None:
+    """Members of a processor share its transaction topic: one member's commit returns while
+    another's transaction there is still open (a killed member's stays open until the broker
+    aborts it), and its own partitions are readable when it returns."""
+    shared, own = unique_name("shared"), unique_name("own")
+    stream.ensure_topic(shared, 1)
+    stream.ensure_topic(own, 1)
+    other = stream.writer(unique_name("other"), transaction_timeout_s=60)
+    other.begin()
+    other.send(shared, b"k", b"open", partition=0)
+    mine = stream.writer(unique_name("mine"), shared_topics=(shared,))
+    mine.begin()
+    mine.send(shared, b"k", b"mine", partition=0)
+    mine.send(own, b"k", b"mine", partition=0)
+    written = mine.commit()  # would wait 30 s and fail if it waited for the shared partition
+    assert [r.value for r in stream.read(own, 0, 0)] == [b"mine"]
+    assert written[TopicPartition(shared, 0)] > stream.bounds(shared, 0).end  # held back
+    other.commit()
+    assert sorted(r.value or b"" for r in stream.read(shared, 0, 0)) == [b"mine", b"open"]
+    mine.close()
+    other.close()
