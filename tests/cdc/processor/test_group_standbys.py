@@ -1,17 +1,18 @@
 """Standby replicas of partitioned processors on the local log: placement on the owner ring, warm
-takeovers with only the tail, standbys kept while the group's view cannot be read, and that view
-asked around rebalances only."""
+takeovers with only the tail, standbys kept while the group's view cannot be read, that view
+asked around rebalances only, and a new standby restored with no transaction open."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
 from cdc.errors import UsageError
 from cdc.processor import ProcessorConfig
+from cdc.processor import standbys as standbys_module
 from cdc.processor.standbys import (
     OWNERS_INTERVAL_S,
     OWNERS_SETTLING_S,
@@ -19,6 +20,7 @@ from cdc.processor.standbys import (
     standby_tasks,
     wanted_standbys,
 )
+from cdc.processor.tasks import StateTask
 from cdc.streams.local import LocalLog
 from cdc.streams.protocol import EventStream
 from tests.cdc.processor.group_members import TOPIC, member, open_group_log, run_until_idle, state
@@ -158,3 +160,39 @@ def test_standbys_spread_one_per_task_and_move_when_a_member_leaves(
     assert state(*members) == expected_totals(events)
     for m in members:
         m.close()
+
+
+def test_a_new_standby_is_restored_with_no_transaction_open(
+    stream: LocalLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new standby's first restore reads its whole changelog, which can outlast the
+    transaction timeout: a member with a transaction open commits it first."""
+    events = payments(600, seed=31)
+    produce_keyed(stream, TOPIC, events[:300])
+    a = member(stream, tmp_path, "a", standby_replicas=1)
+    run_until_idle(a)
+    b = member(stream, tmp_path, "b")
+    run_until_idle(a, b)  # b takes tasks 1 and 3 from a, which keeps them as standbys
+    assert set(b.tasks) == {1, 3} == set(a.standbys)
+    for partition in (1, 3):  # as if they were new: the next refresh opens them
+        a.standbys.pop(partition).close()
+    opened_with_txn: list[bool] = []
+    real_open_task = standbys_module.open_task
+
+    def open_task(*args: Any, **kwargs: Any) -> StateTask:
+        opened_with_txn.append(a._txn is not None)
+        return real_open_task(*args, **kwargs)
+
+    monkeypatch.setattr(standbys_module, "open_task", open_task)
+    produce_keyed(stream, TOPIC, events[300:])
+    for record in a._poll(20):  # a transaction open when the refresh opens b's tasks' standbys
+        a._process(record)
+    assert a._txn is not None
+    a.standbys._due = 0.0
+    a.run(idle_timeout_s=0.5)
+    assert set(a.standbys) == {1, 3}
+    assert opened_with_txn == [False, False]
+    run_until_idle(a, b)
+    assert state(a, b) == expected_totals(events)
+    a.close()
+    b.close()
