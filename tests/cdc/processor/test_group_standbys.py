@@ -12,7 +12,6 @@ import pytest
 
 from cdc.errors import UsageError
 from cdc.processor import ProcessorConfig
-from cdc.processor import standbys as standbys_module
 from cdc.processor.standbys import (
     OWNERS_INTERVAL_S,
     OWNERS_SETTLING_S,
@@ -21,6 +20,7 @@ from cdc.processor.standbys import (
     wanted_standbys,
 )
 from cdc.processor.tasks import StateTask
+from cdc.processor.tasks import open_task as real_open_task
 from cdc.streams.local import LocalLog
 from cdc.streams.protocol import EventStream
 from tests.cdc.processor.group_members import TOPIC, member, open_group_log, run_until_idle, state
@@ -177,13 +177,12 @@ def test_a_new_standby_is_restored_with_no_transaction_open(
     for partition in (1, 3):  # as if they were new: the next refresh opens them
         a.standbys.pop(partition).close()
     opened_with_txn: list[bool] = []
-    real_open_task = standbys_module.open_task
 
     def open_task(*args: Any, **kwargs: Any) -> StateTask:
         opened_with_txn.append(a._txn is not None)
         return real_open_task(*args, **kwargs)
 
-    monkeypatch.setattr(standbys_module, "open_task", open_task)
+    monkeypatch.setattr("cdc.processor.standbys.open_task", open_task)
     produce_keyed(stream, TOPIC, events[300:])
     for record in a._poll(20):  # a transaction open when the refresh opens b's tasks' standbys
         a._process(record)
