@@ -39,7 +39,8 @@ class KafkaTransactionalWriter:
     read-committed readers may not see it at once; with ``visible_on_commit`` (the default)
     ``commit`` returns only once every written partition's last stable offset covers it, but
     for partitions of ``shared_topics``: other writers' open transactions hold their last
-    stable offset back (a killed writer's until the broker aborts it).
+    stable offset back (a killed writer's until the broker aborts it). So the wait lasts up to
+    the transaction timeout (the same for the writers of one processor) and 10 s more.
     """
 
     def __init__(
@@ -64,6 +65,7 @@ class KafkaTransactionalWriter:
         self._written: dict[tuple[str, int], int] = {}
         self._failure: str | None = None
         self._generation = 0
+        self._visible_within_s = max(30.0, (transaction_timeout_s or 60.0) + 10.0)
 
     def begin(self) -> None:
         self._written = {}
@@ -188,9 +190,10 @@ class KafkaTransactionalWriter:
                     ) from exc
                 time.sleep(COMMIT_RETRY_S)  # an error answered at once would spin otherwise
 
-    def _wait_visible(self, timeout_s: float = 30.0) -> None:
+    def _wait_visible(self) -> None:
         if self._watermarks is None:
             return
+        timeout_s = self._visible_within_s
         deadline = time.monotonic() + timeout_s
         for (topic, partition), position in self._written.items():
             if topic in self._shared:

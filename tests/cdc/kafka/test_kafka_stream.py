@@ -172,7 +172,7 @@ def test_a_commit_does_not_wait_for_another_writers_transaction_on_a_shared_topi
     mine.begin()
     mine.send(shared, b"k", b"mine", partition=0)
     mine.send(own, b"k", b"mine", partition=0)
-    written = mine.commit()  # would wait 30 s and fail if it waited for the shared partition
+    written = mine.commit()  # waiting for the shared partition would take until 60 s, its abort
     assert [r.value for r in stream.read(own, 0, 0)] == [b"mine"]
     assert written[TopicPartition(shared, 0)] > stream.bounds(shared, 0).end  # held back
     other.commit()
