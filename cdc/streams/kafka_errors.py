@@ -30,6 +30,9 @@ _UNAVAILABLE_CODES = (
     kc.KafkaError._TRANSPORT,
     kc.KafkaError._TIMED_OUT,
     kc.KafkaError._RESOLVE,
+    # A request's broker handle dropped as the broker left the cluster's metadata (seen when
+    # the only broker stops during a metadata request): the cluster is away, not refusing.
+    kc.KafkaError._DESTROY_BROKER,
 )
 _REFUSED_CODES = (kc.KafkaError._AUTHENTICATION, kc.KafkaError.SASL_AUTHENTICATION_FAILED)
 

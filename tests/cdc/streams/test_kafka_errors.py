@@ -35,3 +35,12 @@ def test_a_seen_refusal_names_the_failure_whatever_the_call_reported() -> None:
     assert isinstance(named, KafkaRefusedError) and not isinstance(named, UnavailableError)
     assert str(named).startswith("listing topics: logging in to the brokers failed")
     assert str(named).endswith("Invalid username or password")
+
+
+def test_a_broker_gone_mid_request_is_an_outage() -> None:
+    """A follower asking for a topic's metadata as the broker stopped got "Broker handle
+    destroyed without termination" and exited instead of retrying the round."""
+    gone = kc.KafkaException(
+        kc.KafkaError(kc.KafkaError._DESTROY_BROKER, "Broker handle destroyed without termination")
+    )
+    assert isinstance(failed("describing topic t", gone), UnavailableError)
