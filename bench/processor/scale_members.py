@@ -82,14 +82,16 @@ class Member:
 def _merged_state(
     results: list[dict[str, Any]], stale_copies: bool
 ) -> tuple[dict[str, list[object]], list[str]]:
-    """The union of the processes' rows. Ours dumps its active tasks only, so a key in two is a
-    fault; a quixstreams instance leaves the stores of partitions it gave up on disk, so there
-    the newest copy (the higher count: counts only grow) wins."""
+    """The union of the processes' rows. Ours dumps its active tasks only, so a key in two with
+    different rows is a fault (the same row is not: a member that stopped first dumped its tasks,
+    which another member, still idling, then took over from its changelog and dumped again); a
+    quixstreams instance leaves the stores of partitions it gave up on disk, so there the newest
+    copy (the higher count: counts only grow) wins."""
     state: dict[str, list[object]] = {}
     twice = []
     for result in results:
         for key, row in result["state"].items():
-            if key in state:
+            if key in state and (stale_copies or state[key] != row):
                 twice.append(key)
                 if stale_copies and int(str(row[0])) < int(str(state[key][0])):
                     continue
