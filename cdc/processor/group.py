@@ -8,9 +8,10 @@ partition of every changelog topic. Each member commits its own transactions (tr
 partitions (a zombie) is fenced by the group generation and cannot commit over the new owner.
 
 A rebalance is handled inside ``poll``: partitions leaving commit the open transaction first
-and close their tasks; partitions arriving read their committed input positions (librdkafka asks
-for stable ones under read-committed isolation), then restore their tasks from the changelog
-(only the tail when the store is there) before any of their records is read.
+and close their tasks; partitions arriving abort an open transaction (its input is read again: a
+restore must not outlast the transaction's timeout), read their committed input positions
+(librdkafka asks for stable ones under read-committed isolation), then restore their tasks from
+the changelog (only the tail when the store is there) before any of their records is read.
 
 A key's state must be written by one task: key the inputs by the state tables' keys (as Kafka
 Streams requires before an aggregation); inputs must have equal partition counts.
