@@ -60,7 +60,7 @@ class GroupProcessor(EventProcessor):
     ) -> None:
         partitions = input_partitions(config, stream)
         super().__init__(config, stream, tables, handler, decoder=decoder)
-        self.member, self.standby_replicas, self._progress = member, standby_replicas, progress
+        self.member, self._progress = member, progress
         self.partitions = partitions
         self._txn_prefix = f"{config.processor_id}:{member}"
         self.tasks: dict[int, StateTask] = {}
@@ -97,7 +97,7 @@ class GroupProcessor(EventProcessor):
             cfg.inputs, cfg.processor_id, self.member, self._on_assigned, self._on_revoked,
             session_timeout_s=cfg.session_timeout_s,
         )  # fmt: skip
-        if self.standby_replicas > 0:
+        if self.standbys.replicas > 0:
             self._refresh_standbys()
         return RestoreReport()
 
@@ -176,7 +176,7 @@ class GroupProcessor(EventProcessor):
             task = self.tasks.pop(partition)
             if self._lost:
                 task.tables.discard()
-            if self.standby_replicas > 0:
+            if self.standbys.replicas > 0:
                 self.standbys[partition] = task
             else:
                 task.close()
