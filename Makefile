@@ -9,7 +9,15 @@ TEST_WORKERS ?= 2
 # SparkSession. TEST_WORKERS=0 runs the suite in this process.
 PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: demo test lint jars venv broker bench clean
+.PHONY: demo test lint jars venv compiled pure broker bench clean
+
+# The processor's hot path, compiled with mypyc (cdc/compiled.py lists it); CDC_PURE_PYTHON=1
+# skips the build and runs the same sources as plain Python.
+HOT_PATH := $(shell sed -n 's/^    "\(cdc\/[^"]*\.py\)",$$/\1/p' cdc/compiled.py)
+COMPILED := $(VENV)/.compiled
+ifeq ($(CDC_PURE_PYTHON),1)
+COMPILED :=
+endif
 
 demo: jars
 	$(BIN)/replicator demo
@@ -21,7 +29,7 @@ lint: venv
 	$(BIN)/ruff check cdc projections replay tests bench
 	$(BIN)/mypy
 
-jars: venv
+jars: venv $(COMPILED)
 	$(BIN)/replicator jars
 
 broker: jars
@@ -30,11 +38,21 @@ broker: jars
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/bootstrap-system.sh
-	scripts/bootstrap-system.sh postgresql
+	scripts/bootstrap-system.sh postgresql $(if $(COMPILED),compiler)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
+
+compiled: $(VENV)/.compiled
+
+$(VENV)/.compiled: $(VENV)/.installed cdc/compiled.py scripts/compile_hot_path.py $(HOT_PATH)
+	$(BIN)/python scripts/compile_hot_path.py
+	touch $@
+
+pure: venv
+	$(BIN)/python scripts/compile_hot_path.py --clean
+	rm -f $(VENV)/.compiled
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

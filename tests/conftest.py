@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cdc.compiled import stale_modules
 from cdc.runtime.broker import LocalKafkaBroker
 from cdc.runtime.postgres import LocalPostgres
 
@@ -28,8 +29,13 @@ _SHARED_BROKER: tuple[LocalKafkaBroker, Path] | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, the controller starts the one broker every worker uses (through
-    ``$KAFKA_BOOTSTRAP_SERVERS``, which the workers inherit)."""
+    ``$KAFKA_BOOTSTRAP_SERVERS``, which the workers inherit). A hot-path module edited after
+    it was compiled stops the run: the tests would exercise the old compiled code."""
     global _SHARED_BROKER
+    stale = stale_modules()
+    if stale:
+        pytest.exit(f"edited since compiled with mypyc: {stale}; run `make compiled` "
+                    "(or `make pure` to run plain Python)", returncode=4)  # fmt: skip
     controller = not hasattr(config, "workerinput")
     parallel = getattr(config.option, "dist", "no") != "no"
     if controller and parallel and not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):

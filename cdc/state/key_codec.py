@@ -157,7 +157,7 @@ KEY_TYPES: frozenset[type] = frozenset(_CODECS)
 
 def encode_key(types: Sequence[type], values: Sequence[Any]) -> bytes:
     """Encode key ``values`` (already checked against their column ``types``)."""
-    return b"".join(_CODECS[t][0](v) for t, v in zip(types, values, strict=True))
+    return b"".join([_CODECS[t][0](v) for t, v in zip(types, values, strict=True)])
 
 
 def decode_key(types: Sequence[type], data: bytes) -> tuple[Any, ...]:

@@ -70,10 +70,12 @@ class StateTable:
             if not isinstance(scale, int) or isinstance(scale, bool) or scale < 0:
                 raise ValueError(f"table {name}: scale of {column!r} must be an int >= 0")
         self._plan = row_codec.row_plan(self.columns)
-        ordered = [*self.key, *(c for c in self.columns if c not in self.key)]
+        ordered = [*self.key, *[c for c in self.columns if c not in self.key]]
         self._checks = tuple(
-            (c, row_codec.value_check(self.columns[c]), c in self.scales, c in self.key)
-            for c in ordered
+            [
+                (c, row_codec.value_check(self.columns[c]), c in self.scales, c in self.key)
+                for c in ordered
+            ]
         )
         self._text_key = self._key_types == (str,)
         self.canonical_keys = all(t in _CANONICAL_KEY_TYPES for t in self._key_types)

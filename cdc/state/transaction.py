@@ -23,7 +23,7 @@ class TableView:
 
     __slots__ = ("_reader", "table")
 
-    def __init__(self, table: StateTable, reader: LayeredReader) -> None:
+    def __init__(self, table: StateTable, reader: LayeredReader | None) -> None:
         self.table = table
         self._reader = reader
 
@@ -36,14 +36,20 @@ class TableView:
     def scan(self) -> Iterator[Row]:
         """Every row in primary-key order, as of this call."""
         self._check_open()
-        decode = self.table.decode_row
-        return (decode(data) for _, data in self._layers().scan(self.table.name))
+        return _decoded(self.table, self._layers().scan(self.table.name))
 
     def _layers(self) -> LayeredReader:
+        assert self._reader is not None  # a TableHandle reads through its transaction instead
         return self._reader
 
     def _check_open(self) -> None:
         pass
+
+
+def _decoded(table: StateTable, rows: Iterator[tuple[bytes, bytes]]) -> Iterator[Row]:
+    decode = table.decode_row
+    for _, data in rows:
+        yield decode(data)
 
 
 class TableHandle(TableView):
@@ -55,6 +61,7 @@ class TableHandle(TableView):
         # No reader of its own (``_layers`` is the transaction's, made on the first scan):
         # building one per handle cost more than the per-event get it would serve.
         self.table = table
+        self._reader = None
         self._tx = tx
 
     def get(self, key: object) -> Row | None:
@@ -171,7 +178,9 @@ class StateTransaction:
             raise KeyError(f"no state table {name!r}; declared: {sorted(self._tables)}")
         return TableHandle(self._tables[name], self)
 
-    __getitem__ = table
+    def __getitem__(self, table: StateTable | str) -> TableHandle:
+        """``tx[table]``: the same as ``tx.table(table)``."""
+        return self.table(table)
 
     @property
     def writes(self) -> TableWrites:

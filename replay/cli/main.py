@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from cdc import compiled
 from cdc.errors import UserError, one_line
 from cdc.runtime import jars
 from cdc.runtime.broker import LocalKafkaBroker
@@ -27,6 +28,7 @@ def _cmd_jars(args: argparse.Namespace) -> int:
         else:
             found = jars.resolve(component)
         print(f"{component}: {len(found)} jars in {found[0].parent if found else '-'}")
+    print(compiled.describe())
     return 0
 
 
@@ -154,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(stream=sys.stderr, format="%(name)s %(levelname)s: %(message)s")
     else:
         kafka_log.setLevel(logging.CRITICAL)
+    stale = compiled.stale_modules()
+    if stale:  # a checkout edited after `make compiled`: Python runs the old compiled code
+        print(f"replicator: warning: {stale} changed since compiled; run `make compiled`",
+              file=sys.stderr)  # fmt: skip
     try:
         return handler(args)
     except UserError as exc:

@@ -1,0 +1,75 @@
+"""The processor's hot path compiled to C with mypyc, and how to tell whether it is.
+
+The modules in ``HOT_PATH`` run once or more per input event (decode, state transaction, row
+and key codecs, change-event encoding, store apply, the processor loops, restore). ``make
+compiled`` (part of ``make venv``) builds them with mypyc, the compiler of mypy that black and
+mypy itself ship with, from the same typed sources: the extension modules land beside the
+``.py`` files and Python imports them first. ``make pure`` removes them; without a C compiler
+the project runs the same sources as plain Python. Nothing here imports the compiled modules.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+from pathlib import Path
+
+HOT_PATH = (
+    "cdc/json_bytes.py",
+    "cdc/events/decimal_codec.py",
+    "cdc/events/writer.py",
+    "cdc/state/changes.py",
+    "cdc/state/key_codec.py",
+    "cdc/state/row_codec.py",
+    "cdc/state/table.py",
+    "cdc/state/overlay.py",
+    "cdc/state/transaction.py",
+    "cdc/state/tables.py",
+    "cdc/state/rocks_store.py",
+    "cdc/connector/changelog.py",
+    "cdc/processor/events.py",
+    "cdc/processor/processor.py",
+    "cdc/processor/restore.py",
+    "cdc/processor/group.py",
+)
+"""Source files compiled by ``make compiled``, relative to the repository root."""
+
+GROUP = "cdc.hot_path"
+"""mypyc's group name: its shared library is ``cdc/hot_path__mypyc.*.so``."""
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _extension_of(source: Path) -> Path | None:
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        built = source.with_name(source.stem + suffix)
+        if built.exists():
+            return built
+    return None
+
+
+def compiled_modules(root: Path = _ROOT) -> list[str]:
+    """The hot-path sources that have a compiled module beside them."""
+    return [name for name in HOT_PATH if _extension_of(root / name) is not None]
+
+
+def stale_modules(root: Path = _ROOT) -> list[str]:
+    """Hot-path sources edited after their compiled module was built: Python would run the old
+    compiled code, so tests refuse to start and the CLI warns until ``make compiled`` (or
+    ``make pure``) is run."""
+    stale = []
+    for name in HOT_PATH:
+        source = root / name
+        built = _extension_of(source)
+        if built is not None and source.stat().st_mtime > built.stat().st_mtime:
+            stale.append(name)
+    return stale
+
+
+def describe(root: Path = _ROOT) -> str:
+    """One line for status output: compiled, partly compiled, or plain Python."""
+    done = compiled_modules(root)
+    if not done:
+        return "hot path: plain Python (make compiled builds it with mypyc)"
+    stale = stale_modules(root)
+    state = f"{len(done)}/{len(HOT_PATH)} modules compiled with mypyc"
+    return f"hot path: {state}" + (f"; stale, rebuild with make compiled: {stale}" if stale else "")
