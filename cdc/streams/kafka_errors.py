@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from cdc.errors import LoginRefusedError, UnavailableError, UserError
 from cdc.streams import kafka_client as kc
+from cdc.streams.protocol import TransactionLostError
 
 
 class KafkaStreamError(UserError, RuntimeError):
@@ -23,6 +24,22 @@ class KafkaUnavailableError(KafkaStreamError, UnavailableError):
 
 class KafkaRefusedError(KafkaStreamError, LoginRefusedError):
     """The brokers refused the client's login (wrong credentials, mechanism or certificate)."""
+
+
+class KafkaTransactionError(TransactionLostError):
+    """A transaction could not be committed; nothing of it is visible to read-committed readers."""
+
+
+class KafkaTransactionUnavailableError(KafkaTransactionError, UnavailableError):
+    """A transaction could not be committed because the cluster did not answer in time, before
+    its commit was asked for (a one-line error for the command line, like any outage)."""
+
+
+class KafkaCommitUnknownError(KafkaUnavailableError):
+    """A transaction's commit did not complete in time, or committed but did not become visible:
+    it may have taken effect, so it is not a :class:`~cdc.streams.protocol.TransactionLostError`
+    (whose records a caller would process again). The writer's next start settles it: its
+    ``init_transactions`` completes or aborts what the coordinator holds."""
 
 
 _UNAVAILABLE_CODES = (

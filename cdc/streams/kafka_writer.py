@@ -1,4 +1,8 @@
-"""Kafka transactions: records to many partitions plus consumed positions, atomically."""
+"""Kafka transactions: records to many partitions plus consumed positions, atomically.
+
+Compiled with mypyc (``cdc.compiled``): its errors live in ``kafka_errors``, as a compiled
+module cannot define subclasses of the interpreted exception classes they extend.
+"""
 
 from __future__ import annotations
 
@@ -7,29 +11,17 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from cdc.errors import UnavailableError
 from cdc.streams import kafka_client as kc
-from cdc.streams.kafka_errors import KafkaUnavailableError, unavailable
-from cdc.streams.protocol import StreamReader, TopicPartition, TransactionLostError
+from cdc.streams.kafka_errors import (
+    KafkaCommitUnknownError,
+    KafkaTransactionError,
+    KafkaTransactionUnavailableError,
+    unavailable,
+)
+from cdc.streams.protocol import StreamReader, TopicPartition
 
 COMMIT_RETRY_S = 0.1
 """The pause before asking again for a commit that failed retriably."""
-
-
-class KafkaTransactionError(TransactionLostError):
-    """A transaction could not be committed; nothing of it is visible to read-committed readers."""
-
-
-class KafkaTransactionUnavailableError(KafkaTransactionError, UnavailableError):
-    """A transaction could not be committed because the cluster did not answer in time, before
-    its commit was asked for (a one-line error for the command line, like any outage)."""
-
-
-class KafkaCommitUnknownError(KafkaUnavailableError):
-    """A transaction's commit did not complete in time, or committed but did not become visible:
-    it may have taken effect, so it is not a :class:`~cdc.streams.protocol.TransactionLostError`
-    (whose records a caller would process again). The writer's next start settles it: its
-    ``init_transactions`` completes or aborts what the coordinator holds."""
 
 
 class KafkaTransactionalWriter:

@@ -13,11 +13,8 @@ import pytest
 
 from cdc.errors import UnavailableError
 from cdc.streams import kafka_client as kc
-from cdc.streams.kafka_writer import (
-    KafkaCommitUnknownError,
-    KafkaTransactionalWriter,
-    KafkaTransactionError,
-)
+from cdc.streams.kafka_errors import KafkaCommitUnknownError, KafkaTransactionError
+from cdc.streams.kafka_writer import KafkaTransactionalWriter
 from cdc.streams.protocol import TransactionLostError
 
 TIMED_OUT = kc.KafkaError(kc.KafkaError._TIMED_OUT, "timed out", retriable=True)
@@ -40,12 +37,17 @@ class CommitAnswers:
     def abort_transaction(self, timeout: float) -> None:
         self.aborts += 1
 
+    def init_transactions(self, timeout: float) -> None:
+        pass
+
 
 def _writer(producer: CommitAnswers, monkeypatch: pytest.MonkeyPatch) -> Any:
-    writer: Any = object.__new__(KafkaTransactionalWriter)
-    writer.transactional_id, writer._producer = "t-1", producer
-    monkeypatch.setattr(writer, "_take_over", lambda: None, raising=False)
-    return writer
+    """A writer around ``producer``, made without a broker: ``kafka_client`` hands out the
+    stand-ins (``producer``, then fresh ones for a writer that takes over after a failed abort);
+    with ``visible_on_commit`` off it opens no consumer."""
+    producers = iter([producer])
+    monkeypatch.setattr(kc, "make_producer", lambda *_: next(producers, CommitAnswers()))
+    return KafkaTransactionalWriter("127.0.0.1:9", "t-1", {}, visible_on_commit=False)
 
 
 def test_a_timed_out_commit_is_asked_again_until_it_answers(

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from cdc.streams.kafka_errors import KafkaTransactionError
 from cdc.streams.kafka_stream import KafkaEventStream, KafkaStreamError
-from cdc.streams.kafka_writer import KafkaTransactionError
 from cdc.streams.protocol import StreamRecord, TopicPartition
 
 pytestmark = pytest.mark.integration
