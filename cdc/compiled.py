@@ -1,7 +1,9 @@
 """The processor's hot path compiled to C with mypyc, and how to tell whether it is.
 
-The modules in ``HOT_PATH`` run once or more per input event (decode, state transaction, row
-and key codecs, change-event encoding, store apply, the processor loops, restore). ``make
+The modules in ``HOT_PATH`` run once or more per record: per input event in the processor
+(decode, state transaction, row and key codecs, change-event encoding, store apply, the Kafka
+reader and writer, restore) and per record a replay's compaction task reads (the local log's
+frames, the task's loop). ``make
 compiled`` (part of ``make venv``) builds them with mypyc, the compiler of mypy that black and
 mypy itself ship with, from the same typed sources: the extension modules land beside the
 ``.py`` files and Python imports them first. ``make pure`` removes them; without a C compiler
@@ -29,6 +31,9 @@ HOT_PATH = (
     "cdc/streams/kafka_reader.py",
     "cdc/streams/kafka_group.py",
     "cdc/streams/kafka_writer.py",
+    "cdc/streams/local/frames.py",
+    "cdc/streams/local/cursor.py",
+    "replay/decode/compacted_read.py",
     "cdc/processor/events.py",
     "cdc/processor/processor.py",
     "cdc/processor/restore.py",
@@ -36,8 +41,9 @@ HOT_PATH = (
 )
 """Source files compiled by ``make compiled``, relative to the repository root."""
 
-GROUP = "cdc.hot_path"
-"""mypyc's group name: its shared library is ``cdc/hot_path__mypyc.*.so``."""
+GROUPS = {package: f"{package}.hot_path" for package in ("cdc", "replay")}
+"""mypyc's group of each package's modules: its shared library is ``<package>/hot_path__mypyc.*.so``
+(a package's compiled code lives in its own directory)."""
 
 _ROOT = Path(__file__).resolve().parent.parent
 

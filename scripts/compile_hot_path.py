@@ -17,12 +17,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cdc.compiled import GROUP, HOT_PATH  # noqa: E402
+from cdc.compiled import GROUPS, HOT_PATH  # noqa: E402
 
 
 def _built(root: Path) -> list[Path]:
     found = []
-    for name in [*HOT_PATH, GROUP.replace(".", "/") + "__mypyc.py"]:
+    shared = [group.replace(".", "/") + "__mypyc.py" for group in GROUPS.values()]
+    for name in [*HOT_PATH, *shared]:
         source = root / name
         found += source.parent.glob(source.stem + ".*.so")
     return found
@@ -40,7 +41,9 @@ def main(argv: list[str]) -> int:
 
     build = ROOT / "build" / "mypyc"
     try:
-        modules = mypycify(list(HOT_PATH), group_name=GROUP, opt_level="3", target_dir=str(build))
+        groups = [([n for n in HOT_PATH if n.startswith(f"{package}/")], group)
+                  for package, group in GROUPS.items()]  # fmt: skip
+        modules = mypycify(list(HOT_PATH), separate=groups, opt_level="3", target_dir=str(build))
         temp = str(build / "temp")
         setup(name="cdc-replicator-hot-path", ext_modules=modules,
               script_args=["-q", "build_ext", "--inplace", "--build-temp", temp])  # fmt: skip

@@ -21,6 +21,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import closing
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -32,6 +33,7 @@ from replay.decode.compaction import (
     LIVE_OFFSET,
     LIVE_VALUE,
     TRUNCATE_KEYS,
+    OverBudget,
     broadcasts_winners,
     latest_records,
     newest_offsets,
@@ -60,10 +62,6 @@ _VALUE = attrgetter("value")
 _log = logging.getLogger(__name__)
 
 
-class OverBudget(MemoryError):
-    """A task's newest values outgrew ``task_bytes``."""
-
-
 def task_budget_bytes() -> int:
     """The most value bytes one compaction task may hold (``$REPLICATOR_COMPACT_TASK_MB``)."""
     return int(os.environ.get("REPLICATOR_COMPACT_TASK_MB", "1024")) * 1024 * 1024
@@ -85,12 +83,11 @@ def compacted_records(
         return spark.createDataFrame([], LATEST_SCHEMA)
     budget = task_budget_bytes() if task_bytes is None else task_bytes
 
-    def compact(index: int) -> Iterator[tuple[Any, ...]]:
-        return compact_range(stream_url, ranges[index], budget)
-
     # One range per Spark partition; rows pickled to the JVM as the local log source does
-    # (mapInArrow would need pandas, and the rows shipped are only the survivors).
-    rdd = spark.sparkContext.parallelize(range(len(ranges)), len(ranges)).flatMap(compact)
+    # (mapInArrow would need pandas, and the rows shipped are only the survivors). A partial of
+    # the module's function, not a closure: compiled (mypyc) closures cannot be pickled.
+    compact = partial(compact_range, stream_url, budget=budget)
+    rdd = spark.sparkContext.parallelize(ranges, len(ranges)).flatMap(compact)
     return spark.createDataFrame(rdd, LATEST_SCHEMA, verifySchema=False)
 
 

@@ -54,6 +54,11 @@ TRUNCATES_SCHEMA = T.StructType(
 )
 
 
+class OverBudget(MemoryError):
+    """A compaction task's newest values outgrew its budget (``compacted_read``, which mypyc
+    compiles and so cannot define a ``MemoryError`` of its own)."""
+
+
 @dataclass(frozen=True, order=True)
 class Truncate:
     """A truncate event: its ``__pos`` (source part first), partition and offset."""

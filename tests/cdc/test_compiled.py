@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,11 @@ def test_the_whole_hot_path_is_compiled_and_imported_as_such() -> None:
     for name in compiled.HOT_PATH:
         module = importlib.import_module(name.removesuffix(".py").replace("/", "."))
         assert module.__file__ is not None and module.__file__.endswith(SUFFIX), name
+
+
+def test_the_makefile_reads_every_hot_path_module_as_a_prerequisite() -> None:
+    """``make compiled`` rebuilds when a listed source changes: the Makefile takes the list out
+    of ``cdc/compiled.py`` with a sed pattern, one quoted path per line."""
+    source = (Path(__file__).resolve().parents[2] / "cdc" / "compiled.py").read_text()
+    listed = re.findall(r'^    "([a-z_/]*\.py)",$', source, flags=re.MULTILINE)
+    assert listed == list(compiled.HOT_PATH)
