@@ -12,11 +12,13 @@ PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile
 .PHONY: demo test lint jars venv compiled pure broker bench clean
 
 # The processor's hot path, compiled with mypyc (cdc/compiled.py lists it); CDC_PURE_PYTHON=1
-# skips the build and runs the same sources as plain Python.
+# removes the compiled modules instead, so the same sources run as plain Python.
 HOT_PATH := $(shell sed -n 's/^    "\([a-z_/]*\.py\)",$$/\1/p' cdc/compiled.py)
 COMPILED := $(VENV)/.compiled
+SYSTEM_NEEDS := postgresql compiler
 ifeq ($(CDC_PURE_PYTHON),1)
-COMPILED :=
+COMPILED := pure
+SYSTEM_NEEDS := postgresql
 endif
 
 demo: jars
@@ -38,7 +40,7 @@ broker: jars
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/bootstrap-system.sh
-	scripts/bootstrap-system.sh postgresql $(if $(COMPILED),compiler)
+	scripts/bootstrap-system.sh $(SYSTEM_NEEDS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
@@ -55,4 +57,5 @@ pure: venv
 	rm -f $(VENV)/.compiled
 
 clean:
-	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache build
+	find cdc replay -name '*.so' -delete
