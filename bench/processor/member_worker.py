@@ -17,6 +17,7 @@ import resource
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from cdc.processor import InputEvent, ProcessorConfig
 from cdc.processor.group import GroupProcessor
 from cdc.processor.tasks import RebalanceEvent
 from cdc.state import StateTransaction
+from cdc.streams.protocol import TransactionLostError
 from cdc.streams.registry import open_stream
 
 
@@ -35,6 +37,27 @@ def _cpu() -> float:
 
 def _line(**fields: Any) -> None:
     print(json.dumps({"time": time.time(), **fields}), flush=True)
+
+
+class _TimedWriter:
+    """The member's writer, reporting each commit's start time and whether it was lost (a
+    wrapper: the processor's class may be compiled, so its methods cannot be replaced)."""
+
+    def __init__(self, writer: Any, on_commit: Callable[[float, bool], None]) -> None:
+        self._writer, self._on_commit = writer, on_commit
+
+    def commit(self, *args: Any, **kwargs: Any) -> Any:
+        began = time.time()
+        try:
+            written = self._writer.commit(*args, **kwargs)
+        except TransactionLostError:
+            self._on_commit(began, True)
+            raise
+        self._on_commit(began, False)
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._writer, name)
 
 
 def main(spec_path: str, result_path: str) -> int:
@@ -65,15 +88,12 @@ def main(spec_path: str, result_path: str) -> int:
         config, stream, [PAYMENTS_PER_CUSTOMER], handler, member=spec["member"],
         standby_replicas=spec["standbys"], on_rebalance=rebalanced,
     )  # fmt: skip
-    commit = processor._commit
 
-    def timed_commit() -> None:
-        lost, began = processor.lost_transactions, time.time()
-        commit()
+    def committed(began: float, lost: bool) -> None:
         marks["last_commit"] = time.monotonic()
         # For the failover timeline: transactions lost, commits that waited, and the first
         # commit after new tasks arrived (their input is processed and visible again).
-        if processor.lost_transactions != lost:
+        if lost:
             _line(event="lost", member=spec["member"], began=began)
         elif began > marks.get("assigned_at", began + 1):
             del marks["assigned_at"]
@@ -82,8 +102,8 @@ def main(spec_path: str, result_path: str) -> int:
             _line(event="slow_commit", member=spec["member"], began=began,
                   took=time.time() - began)  # fmt: skip
 
-    processor._commit = timed_commit  # type: ignore[method-assign]
     processor.start()
+    processor._writer = _TimedWriter(processor._writer, committed)
     _line(event="started", member=spec["member"])
     events = 0
     while not stop["now"]:
