@@ -3,11 +3,10 @@
 The modules in ``HOT_PATH`` run once or more per record: per input event in the processor
 (decode, state transaction, row and key codecs, change-event encoding, store apply, the Kafka
 reader and writer, restore) and per record a replay's compaction task reads (the local log's
-frames, the task's loop). ``make
-compiled`` (part of ``make venv``) builds them with mypyc, the compiler of mypy that black and
-mypy itself ship with, from the same typed sources: the extension modules land beside the
-``.py`` files and Python imports them first. ``make pure`` removes them; without a C compiler
-the project runs the same sources as plain Python. Nothing here imports the compiled modules.
+frames, the task's loop). ``make compiled`` (part of ``make venv``) builds them with mypyc, the
+compiler of mypy that black and mypy itself ship with, from the same typed sources: the
+extension modules land beside the ``.py`` files and Python imports them first. ``make pure``
+removes them, and the same sources run as plain Python. Nothing here imports them.
 """
 
 from __future__ import annotations
@@ -33,11 +32,11 @@ HOT_PATH = (
     "cdc/streams/kafka_writer.py",
     "cdc/streams/local/frames.py",
     "cdc/streams/local/cursor.py",
-    "replay/decode/compacted_read.py",
     "cdc/processor/events.py",
     "cdc/processor/processor.py",
     "cdc/processor/restore.py",
     "cdc/processor/group.py",
+    "replay/decode/compacted_read.py",
 )
 """Source files compiled by ``make compiled``, relative to the repository root."""
 
