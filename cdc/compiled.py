@@ -47,17 +47,21 @@ GROUPS = {package: f"{package}.hot_path" for package in ("cdc", "replay")}
 _ROOT = Path(__file__).resolve().parent.parent
 
 
-def _extension_of(source: Path) -> Path | None:
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        built = source.with_name(source.stem + suffix)
-        if built.exists():
-            return built
-    return None
+def _extensions_of(source: Path) -> list[Path]:
+    """The extension modules beside ``source``, in the order Python's import tries them."""
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    return [built for s in suffixes if (built := source.with_name(source.stem + s)).exists()]
+
+
+def built_files(root: Path = _ROOT) -> list[Path]:
+    """Every file of a build: the compiled modules and each group's shared library."""
+    shared = [group.replace(".", "/") + "__mypyc.py" for group in GROUPS.values()]
+    return [built for name in [*HOT_PATH, *shared] for built in _extensions_of(root / name)]
 
 
 def compiled_modules(root: Path = _ROOT) -> list[str]:
     """The hot-path sources that have a compiled module beside them."""
-    return [name for name in HOT_PATH if _extension_of(root / name) is not None]
+    return [name for name in HOT_PATH if _extensions_of(root / name)]
 
 
 def stale_modules(root: Path = _ROOT) -> list[str]:
@@ -67,8 +71,8 @@ def stale_modules(root: Path = _ROOT) -> list[str]:
     stale = []
     for name in HOT_PATH:
         source = root / name
-        built = _extension_of(source)
-        if built is not None and source.stat().st_mtime > built.stat().st_mtime:
+        built = _extensions_of(source)  # the first is the one imported
+        if built and source.stat().st_mtime > built[0].stat().st_mtime:
             stale.append(name)
     return stale
 

@@ -17,20 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cdc.compiled import GROUPS, HOT_PATH  # noqa: E402
-
-
-def _built(root: Path) -> list[Path]:
-    found = []
-    shared = [group.replace(".", "/") + "__mypyc.py" for group in GROUPS.values()]
-    for name in [*HOT_PATH, *shared]:
-        source = root / name
-        found += source.parent.glob(source.stem + ".*.so")
-    return found
+from cdc.compiled import GROUPS, HOT_PATH, built_files  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    for path in _built(ROOT):
+    for path in built_files(ROOT):
         path.unlink()
     if argv == ["--clean"]:
         print("hot path: plain Python (compiled modules removed)")
@@ -51,10 +42,10 @@ def main(argv: list[str]) -> int:
         hint = ("install a C compiler and the Python headers (scripts/bootstrap-system.sh "
                 "compiler), or run on plain Python with CDC_PURE_PYTHON=1")  # fmt: skip
         print(f"compiling the hot path with mypyc failed: {exc}\n{hint}", file=sys.stderr)
-        for path in _built(ROOT):
+        for path in built_files(ROOT):
             path.unlink()
         return 1
-    for path in _built(ROOT):  # setuptools keeps the time of a shim it did not rebuild
+    for path in built_files(ROOT):  # setuptools keeps the time of a shim it did not rebuild
         path.touch()
     print(f"hot path: {len(HOT_PATH)} modules compiled with mypyc")
     return 0
