@@ -33,7 +33,7 @@ def test_a_restore_longer_than_the_transaction_timeout_does_not_fence_the_member
     stream = open_stream(f"kafka://{kafka_bootstrap}")
     topic = unique_name("takeover-in")
     stream.ensure_topic(topic, 4)
-    events = payments(6_000, seed=21)
+    events = payments(12_000, seed=21)
     produce_keyed(stream, topic, events[:2_000])
     config = ProcessorConfig(
         unique_name("takeover"), (topic,), store_url=f"rocksdb://{tmp_path}/st",
@@ -56,15 +56,18 @@ def test_a_restore_longer_than_the_transaction_timeout_does_not_fence_the_member
     b.close()  # a static member: its tasks move once its session times out
     produce_keyed(stream, topic, events[2_000:])
     slow_restores.set()
-    # a works slowly through its input, committing every 0.4 s: most polls see a transaction open
+    # a works slowly through its input (more than it can finish before the takeover), committing
+    # every 0.4 s between a poll and the processing of its records: every poll after the first
+    # record sees a transaction open, so the takeover always finds one to give up.
     deadline, opened = time.monotonic() + 60, time.monotonic()
     while len(a.tasks) < 4 and time.monotonic() < deadline:
-        for record in a._poll(10):
+        records = a._poll(10)
+        if records and a._txn is not None and time.monotonic() - opened > 0.4:
+            a._commit()
+        for record in records:
             if a._txn is None:
                 opened = time.monotonic()
             a._process(record)
-        if a._txn is not None and time.monotonic() - opened > 0.4:
-            a._commit()
         time.sleep(0.02)
     slow_restores.clear()
     takeover = [e for e in a.rebalances if e.kind == "assigned" and set(e.tasks) == moving]
