@@ -113,7 +113,10 @@ class EventProcessor:
         stream.ensure_topic(self.connector.transaction_topic, 1)
         stream.ensure_topic(cfg.dead_letter_topic, 1)
         # Fence any zombie of this processor before reading the changelog end.
-        self._writer = stream.writer(f"{cfg.processor_id}.processor")
+        # The only writer of the changelog once it has fenced its zombies: no report per record.
+        self._writer = stream.writer(
+            f"{cfg.processor_id}.processor", owned_topics=tuple(self.connector.topics.values())
+        )
         try:
             store = open_state_store(cfg.store_url)
             reason = ""

@@ -8,13 +8,21 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+)
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
 __all__ = [
@@ -27,6 +35,7 @@ __all__ = [
     "Message",
     "NewTopic",
     "Producer",
+    "end_offsets",
     "group_assignment",
     "is_retriable_abort",
     "is_settling",
@@ -176,6 +185,28 @@ def watermarks(
             if not retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+_LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+
+
+def end_offsets(
+    admin: AdminClient,
+    partitions: Collection[tuple[str, int]],
+    *,
+    committed: bool = True,
+    timeout_s: float = 30.0,
+) -> dict[tuple[str, int], int]:
+    """The end of each partition: with ``committed`` its last stable offset (what
+    read-committed readers see up to), else its high watermark; in one request per partition
+    leader where ``watermarks`` takes two per partition."""
+    level = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    futures = admin.list_offsets(
+        {KafkaPartition(topic, partition): _LATEST for topic, partition in partitions},
+        isolation_level=level,
+        request_timeout=timeout_s,
+    )
+    return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
 
 
 _METADATA_SETTLING = (

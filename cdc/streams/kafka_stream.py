@@ -243,10 +243,12 @@ class KafkaEventStream:
         *,
         transaction_timeout_s: float | None = None,
         shared_topics: Collection[str] = (),
+        owned_topics: Collection[str] = (),
     ) -> KafkaTransactionalWriter:
         return KafkaTransactionalWriter(
             self.bootstrap, transactional_id, self.client_settings(),
             transaction_timeout_s=transaction_timeout_s, shared_topics=shared_topics,
+            owned_topics={topic: self.partition_count(topic) for topic in owned_topics},
         )  # fmt: skip
 
     def close(self) -> None:

@@ -33,6 +33,11 @@ class KafkaTransactionalWriter:
     for partitions of ``shared_topics``: other writers' open transactions hold their last
     stable offset back (a killed writer's until the broker aborts it). So the wait lasts up to
     the transaction timeout (the same for the writers of one processor) and 10 s more.
+
+    ``owned_topics`` (topic -> partitions) are written by this writer alone: their records go
+    without a delivery report each (a Python call per record, and a copy of its value), and
+    ``commit`` takes their positions from the partitions' ends once they are flushed; a failed
+    record fails the commit all the same (librdkafka counts them per transaction).
     """
 
     def __init__(
@@ -44,15 +49,21 @@ class KafkaTransactionalWriter:
         visible_on_commit: bool = True,
         transaction_timeout_s: float | None = None,
         shared_topics: Collection[str] = (),
+        owned_topics: Mapping[str, int] | None = None,
     ) -> None:
         self.transactional_id = transactional_id
         self._shared = frozenset(shared_topics)
+        self._owned = dict(owned_topics or {})
+        self._owned_written: set[tuple[str, int | None]] = set()
+        """Owned partitions written (``None``: some partition of the topic, by key)."""
         self._bootstrap, self._extra = bootstrap, extra
         self._timeout = {} if transaction_timeout_s is None else {
             "transaction.timeout.ms": int(transaction_timeout_s * 1000)
         }  # fmt: skip
         self._producer = self._new_producer()
-        self._watermarks = kc.make_consumer(bootstrap, None, extra) if visible_on_commit else None
+        self._visible_on_commit = visible_on_commit
+        needed = visible_on_commit or bool(self._owned)
+        self._offsets = kc.make_admin(bootstrap, extra) if needed else None
         self._producer.init_transactions(60)
         self._written: dict[tuple[str, int], int] = {}
         self._failure: str | None = None
@@ -61,6 +72,7 @@ class KafkaTransactionalWriter:
 
     def begin(self) -> None:
         self._written = {}
+        self._owned_written = set()
         self._failure = None
         self._generation += 1
         self._callback = self._on_delivery(self._written)
@@ -98,13 +110,21 @@ class KafkaTransactionalWriter:
         headers: Sequence[tuple[str, bytes]] = (),
         timestamp_ms: int | None = None,
     ) -> None:
+        owned = topic in self._owned
+        if owned:
+            self._owned_written.add((topic, partition))
         if partition is None and not headers and timestamp_ms is None:
             try:  # the common record, without building keyword arguments
-                self._producer.produce(topic, value, key, on_delivery=self._callback)
+                if owned:
+                    self._producer.produce(topic, value, key)
+                else:
+                    self._producer.produce(topic, value, key, on_delivery=self._callback)
                 return
             except BufferError:
                 pass
-        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._callback}
+        kwargs: dict[str, Any] = {"key": key, "value": value}
+        if not owned:
+            kwargs["on_delivery"] = self._callback
         if partition is not None:
             kwargs["partition"] = partition
         if headers:
@@ -135,6 +155,8 @@ class KafkaTransactionalWriter:
             self._producer.flush(60)
             if self._failure:
                 raise KafkaTransactionError(f"a record was not delivered: {self._failure}")
+            if self._owned_written:
+                self._written.update(self._owned_ends())
         except kc.KafkaException as exc:
             raise self._lost(exc) from exc
         except KafkaTransactionError:
@@ -143,6 +165,17 @@ class KafkaTransactionalWriter:
         self._commit_transaction()
         self._wait_visible()
         return {TopicPartition(*where): position for where, position in self._written.items()}
+
+    def _owned_ends(self) -> dict[tuple[str, int], int]:
+        """The flushed ends of the owned partitions written: the positions after this
+        transaction's records there, as nothing else writes them."""
+        assert self._offsets is not None
+        partitions = {
+            (topic, p)
+            for topic, partition in self._owned_written
+            for p in (range(self._owned[topic]) if partition is None else (partition,))
+        }
+        return kc.end_offsets(self._offsets, partitions, committed=False)
 
     def _lost(self, exc: kc.KafkaException) -> KafkaTransactionError:
         """``exc`` of a transaction not committed (aborted first where librdkafka asks to)."""
@@ -183,19 +216,30 @@ class KafkaTransactionalWriter:
                 time.sleep(COMMIT_RETRY_S)  # an error answered at once would spin otherwise
 
     def _wait_visible(self) -> None:
-        if self._watermarks is None:
+        if not self._visible_on_commit or self._offsets is None:
             return
         timeout_s = self._visible_within_s
         deadline = time.monotonic() + timeout_s
-        for (topic, partition), position in self._written.items():
-            if topic in self._shared:
-                continue
-            while kc.watermarks(self._watermarks, topic, partition)[1] < position:
+        waiting = {w: p for w, p in self._written.items() if w[0] not in self._shared}
+        while waiting:  # one request per check for all partitions: a commit does 4-6 a second
+            try:
+                ends = kc.end_offsets(self._offsets, list(waiting), timeout_s=timeout_s)
+            except kc.KafkaException as exc:
                 if time.monotonic() > deadline:
                     raise KafkaCommitUnknownError(  # committed: its records are not lost
-                        f"committed records of {topic} partition {partition} did not become "
-                        f"visible within {timeout_s:.0f}s"
-                    )
+                        f"transaction of {self.transactional_id} committed, but the ends of "
+                        f"its partitions could not be read within {timeout_s:.0f}s: {exc}"
+                    ) from exc
+                time.sleep(0.1)
+                continue
+            waiting = {w: p for w, p in waiting.items() if ends.get(w, -1) < p}
+            if waiting and time.monotonic() > deadline:
+                (topic, partition), _ = next(iter(waiting.items()))
+                raise KafkaCommitUnknownError(
+                    f"committed records of {topic} partition {partition} did not become "
+                    f"visible within {timeout_s:.0f}s"
+                )
+            if waiting:
                 time.sleep(0.002)
 
     def _abort_quietly(self) -> None:
@@ -210,6 +254,7 @@ class KafkaTransactionalWriter:
 
     def abort(self) -> None:
         self._written = {}
+        self._owned_written = set()
         try:
             self._producer.abort_transaction(60)
         except kc.KafkaException as exc:
@@ -237,5 +282,4 @@ class KafkaTransactionalWriter:
 
     def close(self) -> None:
         self._producer.flush(10)
-        if self._watermarks is not None:
-            self._watermarks.close()
+        self._offsets = None

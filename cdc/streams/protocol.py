@@ -191,13 +191,16 @@ class EventStream(Protocol):
         *,
         transaction_timeout_s: float | None = None,
         shared_topics: Collection[str] = (),
+        owned_topics: Collection[str] = (),
     ) -> TransactionalWriter:
         """A transactional writer; a new writer with the same id fences the old one.
         ``transaction_timeout_s``: how long a transaction its writer left open (a killed
         process) may hold readers back before the broker aborts it (Kafka; default 60 s).
         A commit returns once read-committed readers see it, except in ``shared_topics``:
         topics other writers write at the same time, where another writer's open transaction
-        (a killed one's, until it times out) would hold the commit back."""
+        (a killed one's, until it times out) would hold the commit back. ``owned_topics``:
+        topics no other writer writes (a single processor's changelog); a commit may return
+        a position for every partition of one written by key, not only those written."""
         ...
 
     def close(self) -> None: ...

@@ -212,10 +212,12 @@ class LocalLog:
         *,
         transaction_timeout_s: float | None = None,
         shared_topics: Collection[str] = (),
+        owned_topics: Collection[str] = (),
     ) -> LocalTransactionalWriter:
         """A transactional writer; a newer writer with the same id fences this one (a killed
         writer's transaction never blocks readers here, and a commit is visible when it
-        returns: ``transaction_timeout_s`` and ``shared_topics`` are unused)."""
+        returns: ``transaction_timeout_s``, ``shared_topics`` and ``owned_topics`` are
+        unused)."""
         os.makedirs(self.root, exist_ok=True)
         writer = LocalTransactionalWriter(self.root, self._journal, self.settings, transactional_id)
         self._owned.add(writer)
