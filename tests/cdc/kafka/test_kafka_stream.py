@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -12,13 +12,6 @@ from cdc.streams.kafka_stream import KafkaEventStream, KafkaStreamError
 from cdc.streams.protocol import StreamRecord, TopicPartition
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def stream(kafka_bootstrap: str) -> Iterator[KafkaEventStream]:
-    s = KafkaEventStream.from_url(f"kafka://{kafka_bootstrap}")
-    yield s
-    s.close()
 
 
 def test_committed_transaction_is_visible_and_aborted_is_not(

@@ -5,7 +5,7 @@ whole transaction."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -15,13 +15,6 @@ from cdc.streams.kafka_stream import KafkaEventStream
 from cdc.streams.protocol import TopicPartition
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def stream(kafka_bootstrap: str) -> Iterator[KafkaEventStream]:
-    s = KafkaEventStream.from_url(f"kafka://{kafka_bootstrap}")
-    yield s
-    s.close()
 
 
 def test_positions_of_owned_topics_are_past_their_records_on_every_partition(
