@@ -169,13 +169,29 @@ class KafkaTransactionalWriter:
     def _owned_ends(self) -> dict[tuple[str, int], int]:
         """The flushed ends of the owned partitions written: the positions after this
         transaction's records there, as nothing else writes them."""
-        assert self._offsets is not None
         partitions = {
             (topic, p)
             for topic, partition in self._owned_written
             for p in (range(self._owned[topic]) if partition is None else (partition,))
         }
-        return kc.end_offsets(self._offsets, partitions, committed=False)
+        return self._ends(partitions, time.monotonic() + 60.0, committed=False)
+
+    def _ends(
+        self, partitions: Collection[tuple[str, int]], deadline: float, *, committed: bool
+    ) -> dict[tuple[str, int], int]:
+        """``kc.end_offsets``, asked again with a new admin client while it fails until
+        ``deadline``: a client's metadata from before a broker restart gets every answer
+        refused (FENCED_LEADER_EPOCH) and is not renewed by librdkafka."""
+        while True:
+            try:
+                assert self._offsets is not None
+                return kc.end_offsets(self._offsets, partitions, committed=committed,
+                                      timeout_s=max(1.0, deadline - time.monotonic()))  # fmt: skip
+            except kc.KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+                self._offsets = kc.make_admin(self._bootstrap, self._extra)
 
     def _lost(self, exc: kc.KafkaException) -> KafkaTransactionError:
         """``exc`` of a transaction not committed (aborted first where librdkafka asks to)."""
@@ -223,15 +239,12 @@ class KafkaTransactionalWriter:
         waiting = {w: p for w, p in self._written.items() if w[0] not in self._shared}
         while waiting:  # one request per check for all partitions: a commit does 4-6 a second
             try:
-                ends = kc.end_offsets(self._offsets, list(waiting), timeout_s=timeout_s)
+                ends = self._ends(list(waiting), deadline, committed=True)
             except kc.KafkaException as exc:
-                if time.monotonic() > deadline:
-                    raise KafkaCommitUnknownError(  # committed: its records are not lost
-                        f"transaction of {self.transactional_id} committed, but the ends of "
-                        f"its partitions could not be read within {timeout_s:.0f}s: {exc}"
-                    ) from exc
-                time.sleep(0.1)
-                continue
+                raise KafkaCommitUnknownError(  # committed: its records are not lost
+                    f"transaction of {self.transactional_id} committed, but the ends of its "
+                    f"partitions could not be read within {timeout_s:.0f}s: {exc}"
+                ) from exc
             waiting = {w: p for w, p in waiting.items() if ends.get(w, -1) < p}
             if waiting and time.monotonic() > deadline:
                 (topic, partition), _ = next(iter(waiting.items()))
