@@ -16,6 +16,8 @@ from typing import Any
 LABELS = {
     "raw-consume": "raw consume, confluent-kafka (the limit)",
     "spark-read": "Spark Kafka source, read only",
+    "local-raw": "local log, read by one Python process (the local limit)",
+    "local-read": "local log's Spark source, read only",
     "ours-duckdb": "**ours: ReplayEngine rebuild -> DuckDB**",
     "ours-delta": "**ours: ReplayEngine rebuild -> Delta**",
     "ours-local-duckdb": "**ours: rebuild from the local log -> DuckDB**",
@@ -109,6 +111,12 @@ def markdown(meta: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
                 if peer in results
             ]
             lines.append(f"| {name} | {ratios} | {'; '.join(met) or 'n/a'} |")
+    pairs = [("local-raw", "raw-consume"), ("local-read", "spark-read")]
+    sources = [(a, b) for a, b in pairs if a in results and b in results]
+    if sources:
+        lines += ["", "The sources alone, the local log against Kafka: " + "; ".join(
+            f"{a} / {b} {_rate(results[a]) / _rate(results[b]):.2f}x" for a, b in sources
+        )]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -26,12 +26,13 @@ from bench.replay import peers
 from bench.replay.changelog import TOPIC, Summary, check_templates, produce
 from bench.replay.procmon import run_monitored
 from bench.replay.report import machine, markdown, versions
+from bench.replay.spark_worker import local_copy
 from cdc.runtime.broker import LocalKafkaBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTENDERS = (
-    "raw-consume", "spark-read", "ours-duckdb", "ours-delta", "ours-local-duckdb", "kafka-streams",
-    "spark-merge", "naive-duckdb",
+    "raw-consume", "spark-read", "local-raw", "local-read", "ours-duckdb", "ours-delta",
+    "ours-local-duckdb", "kafka-streams", "spark-merge", "naive-duckdb",
 )  # fmt: skip
 _WORKER = {"raw-consume": "kafka_worker", "naive-duckdb": "kafka_worker"}
 
@@ -115,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         summary = produce(bootstrap, args.events, args.keys, args.partitions)
         produce_s = time.monotonic() - began
         print(f"produced {summary.records:,} records in {produce_s:.1f} s: {summary}", flush=True)
+        if any(n.startswith("local-") or n == "ours-local-duckdb" for n in args.contenders):
+            began = time.monotonic()  # the local-log contenders read one copy, made here
+            local_copy({"bootstrap": bootstrap, "work": str(work)})
+            print(f"copied into a local log in {time.monotonic() - began:.1f} s", flush=True)
         for name in args.contenders:
             result = measure(name, args, bootstrap, work)
             result.setdefault("records", summary.records)

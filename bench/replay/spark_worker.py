@@ -4,11 +4,16 @@ Contenders (``spec["contender"]``):
 
 - ``spark-read``: Spark's Kafka source reading every record of the plan (key and value into a
   ``noop`` write): the read rate our Spark pipeline can at best reach.
+- ``local-raw``: one Python process reading every record of the topic's copy in the embedded
+  local log through the stream protocol (``read_ranges``, values touched, nothing decoded): the
+  local log's counterpart of ``raw-consume``. No SparkSession.
+- ``local-read``: Spark reading the same copy with the local log's Spark source (the executors
+  parse the segment files) into a ``noop`` write: the counterpart of ``spark-read``.
 - ``ours-duckdb`` / ``ours-delta``: ``ReplayEngine.run`` of a full rebuild (the fast path) into a
   fresh DuckDB file / Delta directory.
 - ``ours-local-duckdb``: the same rebuild into DuckDB from the embedded local log: the topic is
   first copied, record by record with its partition and timestamp, into a local log in the work
-  directory (not measured).
+  directory (not measured; the ``local-*`` contenders of the run share the copy).
 - ``spark-merge``: the common recipe, a Structured Streaming query on the Kafka source,
   ``trigger(availableNow=True)``, ``foreachBatch`` parsing the batch, keeping the newest record
   per key, and one Delta ``MERGE`` (delete / update / insert) per micro-batch.
@@ -30,7 +35,7 @@ from bench.replay.changelog import TOPIC, declared_spec
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import plan_replay
-from replay.reading.sources import read_records
+from replay.reading.sources import read_ranges, read_records
 from replay.spark import Column, DataFrame, F, SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
 
@@ -53,9 +58,12 @@ def spark_read(spark: SparkSession, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def local_copy(spec: dict[str, Any]) -> str:
-    """The topic copied into a local log under the work directory; its URL."""
-    source = open_stream(f"kafka://{spec['bootstrap']}")
+    """The topic copied into a local log under the work directory (once per run); its URL."""
     url = f"local://{spec['work']}/local-log"
+    done = Path(spec["work"]) / "local-log.copied"
+    if done.exists():
+        return url
+    source = open_stream(f"kafka://{spec['bootstrap']}")
     copy = open_stream(url)
     partitions = source.partition_count(TOPIC)
     copy.ensure_topic(TOPIC, partitions, compacted=True)
@@ -72,7 +80,36 @@ def local_copy(spec: dict[str, Any]) -> str:
         writer.close()
     source.close()
     copy.close()
+    done.touch()
     return url
+
+
+def _full_plan(url: str) -> tuple[Any, Any]:
+    stream = open_stream(url)
+    return stream, plan_replay(stream, [TOPIC], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+
+
+def local_raw(spec: dict[str, Any]) -> dict[str, Any]:
+    stream, plan = _full_plan(local_copy(spec))
+    started = time.monotonic()
+    seen = size = 0
+    for record in read_ranges(stream, plan.ranges):
+        seen += 1
+        size += len(record.value) if record.value is not None else 0
+    seconds = time.monotonic() - started
+    stream.close()
+    return {"seconds": seconds, "records": seen, "value_bytes": size}
+
+
+def local_read(spark: SparkSession, spec: dict[str, Any]) -> dict[str, Any]:
+    url = local_copy(spec)
+    stream, plan = _full_plan(url)
+    started = time.monotonic()
+    records = read_records(spark, url, plan)
+    records.select("key", "value").write.format("noop").mode("overwrite").save()
+    seconds = time.monotonic() - started
+    stream.close()
+    return {"seconds": seconds}
 
 
 def ours(
@@ -166,12 +203,17 @@ def spark_merge(spark: SparkSession, spec: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
+    if spec["contender"] == "local-raw":
+        Path(sys.argv[2]).write_text(json.dumps(local_raw(spec)))
+        return
     began = time.monotonic()
     spark = spark_session(spec.get("master"), app_name=f"bench-{spec['contender']}")
     session_s = time.monotonic() - began
     contender = spec["contender"]
     if contender == "spark-read":
         result = spark_read(spark, spec)
+    elif contender == "local-read":
+        result = local_read(spark, spec)
     elif contender == "ours-local-duckdb":
         result = ours(spark, spec, "duckdb", local_copy(spec))
     elif contender.startswith("ours-"):

@@ -82,9 +82,12 @@ def read_ranges(stream: EventStream, ranges: Sequence[PartitionRange]) -> Iterat
     try:
         while left:
             batch = reader.poll(10_000, 1.0)
+            topic, partition, stop = "", -1, 0
             for record in batch:
-                tp = TopicPartition(record.topic, record.partition)
-                stop = stops[tp]
+                # A poll returns runs of one partition: look its stop up once per run.
+                if record.partition != partition or record.topic != topic:
+                    topic, partition = record.topic, record.partition
+                    stop = stops[TopicPartition(topic, partition)]
                 if record.offset < stop:
                     yield record
             # Done where the reader's position (its next offset) reached the stop: past the

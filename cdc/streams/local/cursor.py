@@ -53,7 +53,7 @@ class PartitionCursor:
         self.topic = topic
         self.partition = partition
         self.position = position
-        self._build: RecordBuilder[StreamRecord] = partial(StreamRecord, topic, partition)
+        self._build: RecordBuilder[StreamRecord] = partial(_new_record, topic, partition)
         self._fd = -1
         self._base = -1
         self._bases: list[int] = []
@@ -197,6 +197,17 @@ class PartitionCursor:
             os.close(self._fd)
         self._fd = -1
         self._buf = b""
+
+
+def _new_record(
+    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+    timestamp_ms: int, headers: tuple[tuple[str, bytes], ...],
+) -> StreamRecord:  # fmt: skip
+    """``StreamRecord(...)`` without the named tuple's ``__new__``, a Python function that
+    costs more than the tuple (as the Kafka reader builds its records)."""
+    return tuple.__new__(
+        StreamRecord, (topic, partition, offset, key, value, timestamp_ms, headers)
+    )
 
 
 def _committed_segments(directory: str, view: PartitionState) -> list[int]:
