@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
+from cdc.runtime.record_heap import cycle_collector_paused
 from cdc.streams.local.cursor import PartitionCursor
 from cdc.streams.local.journal import Journal
 from cdc.streams.protocol import StreamRecord, TopicPartition
@@ -49,11 +50,12 @@ class LocalStreamReader:
             self._journal.refresh()
             state = self._journal.state
             count = len(self._order)
-            for i in range(count):
-                tp = self._order[(self._next + i) % count]
-                self._cursors[tp].read(state.partition(tp), max_records - len(out), out)
-                if len(out) >= max_records:
-                    break
+            with cycle_collector_paused():  # a poll's records are thousands of new tuples
+                for i in range(count):
+                    tp = self._order[(self._next + i) % count]
+                    self._cursors[tp].read(state.partition(tp), max_records - len(out), out)
+                    if len(out) >= max_records:
+                        break
             if count:
                 self._next = (self._next + 1) % count
             remaining = deadline - time.monotonic()
