@@ -5,8 +5,8 @@ Contenders (``spec["contender"]``):
 - ``spark-read``: Spark's Kafka source reading every record of the plan (key and value into a
   ``noop`` write): the read rate our Spark pipeline can at best reach.
 - ``local-raw``: one Python process reading every record of the topic's copy in the embedded
-  local log through the stream protocol (``read_ranges``, values touched, nothing decoded): the
-  local log's counterpart of ``raw-consume``. No SparkSession.
+  local log through the stream protocol (batched ``poll`` of one reader, values touched, nothing
+  decoded): the local log's counterpart of ``raw-consume``. No SparkSession.
 - ``local-read``: Spark reading the same copy with the local log's Spark source (the executors
   parse the segment files) into a ``noop`` write: the counterpart of ``spark-read``.
 - ``ours-duckdb`` / ``ours-delta``: ``ReplayEngine.run`` of a full rebuild (the fast path) into a
@@ -35,7 +35,7 @@ from bench.replay.changelog import TOPIC, declared_spec
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import plan_replay
-from replay.reading.sources import read_ranges, read_records
+from replay.reading.sources import read_records
 from replay.spark import Column, DataFrame, F, SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
 
@@ -90,13 +90,19 @@ def _full_plan(url: str) -> tuple[Any, Any]:
 
 
 def local_raw(spec: dict[str, Any]) -> dict[str, Any]:
+    """Batched polls of one reader, as ``raw-consume`` reads Kafka."""
     stream, plan = _full_plan(local_copy(spec))
+    stops = {r.tp: r.stop for r in plan.ranges}
+    reader = stream.reader({r.tp: r.start for r in plan.ranges})
     started = time.monotonic()
     seen = size = 0
-    for record in read_ranges(stream, plan.ranges):
-        seen += 1
-        size += len(record.value) if record.value is not None else 0
+    while any(reader.position(tp.topic, tp.partition) < stop for tp, stop in stops.items()):
+        for record in reader.poll(10_000, 1.0):
+            value = record.value
+            size += len(value) if value is not None else 0
+            seen += 1
     seconds = time.monotonic() - started
+    reader.close()
     stream.close()
     return {"seconds": seconds, "records": seen, "value_bytes": size}
 
