@@ -20,6 +20,8 @@ import matplotlib.pyplot as plt  # type: ignore[import-not-found]
 SHORT = {
     "raw-consume": "raw consume\n(confluent-kafka)",
     "spark-read": "Spark Kafka\nsource, read",
+    "local-raw": "local log\n(one process)",
+    "local-read": "local log's\nSpark source, read",
     "ours-duckdb": "ours\n-> DuckDB",
     "ours-delta": "ours\n-> Delta",
     "ours-local-duckdb": "ours, local log\n-> DuckDB",
