@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.replay.changelog import TOPIC, declared_spec
+from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind
-from replay.reading.plan import plan_replay
+from replay.reading.plan import ReplayPlan, plan_replay
 from replay.reading.sources import read_records
 from replay.spark import Column, DataFrame, F, SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
@@ -84,7 +85,7 @@ def local_copy(spec: dict[str, Any]) -> str:
     return url
 
 
-def _full_plan(url: str) -> tuple[Any, Any]:
+def _full_plan(url: str) -> tuple[EventStream, ReplayPlan]:
     stream = open_stream(url)
     return stream, plan_replay(stream, [TOPIC], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
 
