@@ -26,11 +26,13 @@ from dataclasses import dataclass
 
 from cdc.streams.protocol import TopicPartition
 from replay.decode.changes import (
+    ERROR,
     KEY,
     OFFSET,
     PARTITION,
     TOPIC,
     UNAVAILABLE,
+    VALUE,
     Decoded,
     Decoder,
     decode_native,
@@ -41,6 +43,7 @@ from replay.decode.compaction import (
     Truncate,
     after_known_truncates,
     after_truncates,
+    cleared_by,
     is_truncate_candidate,
     truncate_offsets,
 )
@@ -105,10 +108,21 @@ def newest_filled(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
     return decoded.groupBy(*plan.keys).agg(*plan.aggregates).select(*plan.selected)
 
 
-def _newest_plan(decoded: tuple[str, ...], schema: TopicSchema) -> _NewestPlan:
+def _newest_plan(
+    decoded: tuple[str, ...], schema: TopicSchema, *, marking: bool = False
+) -> _NewestPlan:
+    """With ``marking``, ``decoded`` also has ``__error``: each rejected record is a group of
+    its own (``__rejected`` true), passed on in ``selected``."""
     keys = [F.col(name) for name in schema.primary_key] or [F.col(KEY)]
+    order = F.col(POS)
+    if marking:
+        rejected = F.col(ERROR).isNotNull()
+        place = (F.when(rejected, F.col(c)).alias(f"__rejected{c}") for c in (PARTITION, OFFSET))
+        keys += [rejected.alias(REJECTED), *place]
+        order = F.coalesce(order, F.lit(""))  # a rejected record may have no position
+        decoded = tuple(c for c in decoded if c != ERROR)
     fillable = [c.name for c in schema.columns if c.codec.may_be_unavailable]
-    aggregates = [F.max_by(F.struct(*decoded), F.col(POS)).alias("newest")]
+    aggregates = [F.max_by(F.struct(*decoded), order).alias("newest")]
     for index, name in enumerate(fillable):
         available = (F.col(OP) == OP_UPSERT) & ~F.array_contains(UNAVAILABLE, name)
         at = F.when(available, F.col(POS))
@@ -126,7 +140,48 @@ def _newest_plan(decoded: tuple[str, ...], schema: TopicSchema) -> _NewestPlan:
     selected = [filled.get(n, F.col(f"newest.{n}")).alias(n) for n in decoded]
     if fillable:
         selected[decoded.index(UNAVAILABLE)] = F.array_except(missing, resolved).alias(UNAVAILABLE)
+    if marking:
+        selected.append(F.col(REJECTED))
     return _NewestPlan(keys, aggregates, selected)
+
+
+REJECTED = "__rejected"
+_marked_plans: ExpressionCache[tuple[_NewestPlan, list[Column]]] = ExpressionCache()
+
+
+def marked_batch(decoded: Decoded, schema: TopicSchema, truncates: Sequence[Truncate]) -> DataFrame:
+    """``batch_changes(records, schema, truncates=truncates, decoded=decoded)`` then
+    ``marked_changes(schema)``, in one pass over ``decoded.all``: each rejected record is kept
+    through the newest-per-key aggregation as a group of its own and comes out as its mark.
+    The plan holds the decode once instead of once per branch of a union: for a small batch the
+    driver read, planning (the optimizer decodes a local frame's records itself) and analysing
+    the second branch cost more than the batch's jobs."""
+    columns = tuple(c for c in decoded.all.columns if c != VALUE)
+    newest, marks = _marked_plans.get(schema, columns, lambda: _marked_plan(columns, schema))
+    rejected = F.col(ERROR).isNotNull()
+    kept = decoded.all.where(rejected | ((F.col(OP) != OP_TRUNCATE) & ~cleared_by(truncates)))
+    grouped = kept.select(*columns).groupBy(*newest.keys).agg(*newest.aggregates)
+    flag = (~F.col(REJECTED) & F.lit(bool(truncates))).alias(TRUNCATED)
+    changes = grouped.select(*newest.selected).select(*marks, flag)
+    if not truncates:
+        return changes
+    marker = grouped.sparkSession.range(1).select(
+        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
+        F.lit(OP_TRUNCATE).alias(OP),
+        F.lit(max(t.pos for t in truncates)).alias(POS),
+        F.lit(True).alias(TRUNCATED),
+    )
+    return changes.unionByName(marker)
+
+
+def _marked_plan(columns: tuple[str, ...], schema: TopicSchema) -> tuple[_NewestPlan, list[Column]]:
+    rejected = F.col(REJECTED)
+    marks = [
+        *(F.when(~rejected, F.col(c.name)).alias(c.name) for c in schema.columns),
+        F.when(rejected, F.lit(OP_REJECTED)).otherwise(F.col(OP)).alias(OP),
+        F.when(~rejected, F.col(POS)).alias(POS),
+    ]
+    return _newest_plan(columns, schema, marking=True), marks
 
 
 def batch_changes(

@@ -179,6 +179,12 @@ def after_truncates(decoded: DataFrame, truncates: DataFrame) -> DataFrame:
 def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> DataFrame:
     """``after_truncates`` for truncates found beforehand (``batches.find_truncates``): the
     same filter as literal conditions, so a batch runs no join and no broadcast job for it."""
+    return decoded.where(~cleared_by(truncates))
+
+
+def cleared_by(truncates: Sequence[Truncate]) -> Column:
+    """True (never null) for the decoded changes that ``truncates`` clear (see
+    ``after_known_truncates``)."""
     offsets: dict[TopicPartition, int] = {}
     sources: dict[str, str] = {}
     for tp in {t.tp for t in truncates}:
@@ -198,7 +204,7 @@ def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> 
     cleared = F.lit(False)
     for condition in conditions:
         cleared = cleared | F.coalesce(condition, F.lit(False))
-    return decoded.where(~cleared)
+    return cleared
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
-from replay.decode.batch import batch_changes
+from replay.decode.batch import batch_changes, marked_batch
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
 from replay.decode.compacted_read import persisted_latest
 from replay.decode.compaction import Truncate, has_truncate_candidates, rebuild_table
@@ -261,15 +261,20 @@ class ReplayEngine:
         if cached:
             decoded.all.persist()
         try:
-            changes = batch_changes(
-                records, schema, cut=cut, straddling=self._straddling, decoded=decoded,
-                truncates=None if cut else truncates_in(truncates, batch),
-            )  # fmt: skip
+            known = None if cut else truncates_in(truncates, batch)
             positions, most = batch.stop_positions, batch.span
             if not cached:  # bad records looked for by the write's own job (``Sink.merge``)
-                marked = changes.marked_changes(schema)
+                marked = (
+                    marked_batch(decoded, schema, known) if known is not None else batch_changes(
+                        records, schema, cut=cut, straddling=self._straddling, decoded=decoded
+                    ).marked_changes(schema)
+                )  # fmt: skip
                 with contextlib.suppress(RejectedRecordsError):  # some: the policy, below
                     return self.sink.merge(spec, marked, positions, rows_at_most=most)
+            changes = batch_changes(
+                records, schema, cut=cut, straddling=self._straddling, decoded=decoded,
+                truncates=known,
+            )  # fmt: skip
             # (A cached batch: a job of its own, which fills the cache the write reads, costs
             # less than the write's union of two branches over the cache.)
             result.bad += handle_bad_records(

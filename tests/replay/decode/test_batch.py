@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from replay.decode.batch import batch_changes, truncates_decoded
+from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import decode_native
 from replay.decode.compaction import TRUNCATE_KEYS
 from replay.decode.schema import TopicSchema
-from replay.sinks.protocol import OP, POS, TRUNCATED
+from replay.sinks.protocol import OP, OP_REJECTED, POS, TRUNCATED
 from tests.replay.decode.conftest import Changelog, account, as_records, published, raw_frame
 
 pytestmark = pytest.mark.integration
@@ -92,3 +92,64 @@ def test_unavailable_columns_are_filled_from_the_batch_or_flagged(spark: Any) ->
     assert rows[101]["__unavailable"] == []
     assert (rows[102]["description"], rows[102]["__unavailable"]) == (None, ["description"])
     assert all(PLACEHOLDER not in str(r.asDict()) for r in rows.values())
+
+
+def _with_bad_records(log: Changelog) -> list[Any]:
+    """``log``'s records plus, in each partition, a record that is not JSON and a change event
+    whose column does not decode, keyed like the partition's last good record."""
+    records = list(log.records)
+    for partition in range(log.partitions):
+        keyed = [r for r in records if r[3] not in (None, *TRUNCATE_KEYS) and r[4]]
+        topic, _, _, key, value, _ = [r for r in keyed if r[1] == partition][-1]
+        broken = json.loads(value or b"")
+        (broken["payload"]["after"] or broken["payload"]["before"])["id"] = "not a number"
+        next_offset = 1 + max(r[2] for r in records if r[1] == partition)
+        records.append((topic, partition, next_offset, key, b"{not json", next_offset))
+        records.append((topic, partition, next_offset + 1, key, json.dumps(broken).encode(), 0))
+    return records
+
+
+@pytest.mark.parametrize("truncated", [False, True])
+def test_a_marked_batch_in_one_pass_equals_the_changes_and_their_marks(
+    spark: Any, truncated: bool
+) -> None:
+    log = Changelog(partitions=2)
+    for i in range(1, 7):
+        log.upsert(None, account(i))
+    if truncated:
+        log.truncate([account(i) for i in range(1, 7)])
+    log.upsert(account(5), account(5, name="five"))
+    log.upsert(None, account(8))
+    log.delete(account(8))
+    records = _with_bad_records(log)
+    newest = [r for r in log.records if r[4] is not None][-1]
+    schema = TopicSchema.from_record(newest[4] or b"", newest[3])
+    decoded = decode_native(raw_frame(spark, records), schema)
+    truncates = truncates_decoded(decoded)
+    assert bool(truncates) == truncated
+    one_pass = marked_batch(decoded, schema, truncates)
+    two = batch_changes(raw_frame(spark, records), schema, truncates=truncates, decoded=decoded)
+    union = two.marked_changes(schema)
+    assert one_pass.columns == union.columns
+    rows = one_pass.collect()
+    assert sorted(map(repr, rows)) == sorted(map(repr, union.collect()))
+    assert sum(r[OP] == OP_REJECTED for r in rows) == 4  # each bad record marked once
+    assert {r["id"] for r in rows if r[OP] == "u"} == ({5} if truncated else {1, 2, 3, 4, 5, 6})
+
+
+def test_a_marked_batch_fills_unavailable_columns_as_the_changes_do(spark: Any) -> None:
+    values = [
+        _pg_update(100, 101, "first text", "a"),
+        _pg_update(200, 101, PLACEHOLDER, "b"),
+        _pg_update(300, 102, PLACEHOLDER, "c"),
+        b"[1, 2",
+    ]
+    keys = [json.dumps({"id": i}).encode() for i in (101, 101, 102, 102)]
+    frame = raw_frame(spark, as_records("pg.products", list(zip(keys, values, strict=True))))
+    schema = TopicSchema.from_record(values[0], keys[0])
+    decoded = decode_native(frame, schema)
+    one_pass = {r["id"]: r for r in marked_batch(decoded, schema, []).collect()}
+    union = batch_changes(frame, schema, truncates=[], decoded=decoded).marked_changes(schema)
+    assert sorted(map(repr, one_pass.values())) == sorted(map(repr, union.collect()))
+    assert (one_pass[101]["name"], one_pass[101]["description"]) == ("b", "first text")
+    assert one_pass[None][OP] == OP_REJECTED
