@@ -19,6 +19,7 @@ batch the ledger covers is skipped, so a retry after a crash neither loses nor d
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,7 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjection, version_table
 from projections.errors import ProjectionError
-from replay.decode.batch import batch_changes, truncates_decoded
+from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import OFFSET, PARTITION, TXN, decode_native
 from replay.decode.compaction import Truncate
 from replay.decode.schema import TopicSchema
@@ -37,14 +38,14 @@ from replay.projection.driver_folds import MemoryProjection, delta_frame, memory
 from replay.projection.store import ProjectionStore, projection_store
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay
-from replay.reading.sources import driver_rows, read_records
+from replay.reading.sources import driver_rows, read_by_driver, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import handle_bad_records
-from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, Sink
+from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, RejectedRecordsError, Sink
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import SparkSession
 from replay.tables.batches import cut_batches, find_truncates, source_reach, truncates_in
-from replay.tables.engine import ReplayError
+from replay.tables.engine import CACHED_DECODE_OFFSETS, ReplayError
 from replay.tables.topic_schema import newest_record, newest_schema
 
 _UNKEYED = (None, b"null", b'{"schema":null,"payload":null}')
@@ -215,6 +216,15 @@ class ProjectionEngine:
                     "version of the projection over the new type"
                 )
         decoded = decode_native(records, schema)
+        if read_by_driver(batch) and batch.span < CACHED_DECODE_OFFSETS:  # as ReplayEngine does
+            if truncates is None:
+                truncates = find_truncates(self.spark, self.stream.url, batch, schema)
+            marked = marked_batch(decoded, schema, truncates)
+            frame = marked.select(*mirror.all_columns, OP, POS, TRUNCATED)
+            with contextlib.suppress(RejectedRecordsError):  # some: refused by the write below
+                return self.store.apply_sql(
+                    plan, mirror, frame, batch.stop_positions, rows_at_most=batch.span
+                )
         decoded.all.persist()  # read and decoded once: truncates, bad records, the write
         try:
             if truncates is None:

@@ -44,7 +44,16 @@ from replay.sinks.delta_sink import (
     _session_confs,
 )
 from replay.sinks.ledger import encode_metadata, plan_positions
-from replay.sinks.protocol import OP, OP_DELETE, OP_UPSERT, TRUNCATED, LedgerEntry, Positions
+from replay.sinks.protocol import (
+    OP,
+    OP_DELETE,
+    OP_REJECTED,
+    OP_UPSERT,
+    TRUNCATED,
+    LedgerEntry,
+    Positions,
+    RejectedRecordsError,
+)
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import DataFrame, F
 
@@ -118,7 +127,8 @@ class DeltaProjectionStore:
         self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions,
         *, rows_at_most: int | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
-        """Apply one batch (``batch_changes`` columns) to a SQL projection (module doc)."""
+        """Apply one batch (``batch_changes`` columns) to a SQL projection (module doc); a
+        batch with records marked bad (``__op`` ``x``) raises ``RejectedRecordsError`` first."""
         auxiliary = [*plan.value_tables.values(), mirror.table]
         tables = [plan.table, *auxiliary]
         self.recover(plan.table, auxiliary)
@@ -128,7 +138,11 @@ class DeltaProjectionStore:
         seq, meta = planned
         batch = batch.localCheckpoint(eager=True)  # the statements below read it, not its plan
         batch.createOrReplaceTempView(_BATCH)
-        first = batch.agg(F.max(F.col(TRUNCATED).cast("int"))).first()
+        first = batch.agg(
+            F.max(F.col(TRUNCATED).cast("int")), F.count(F.when(F.col(OP) == OP_REJECTED, 1))
+        ).first()
+        if first and first[1]:
+            raise RejectedRecordsError(plan.table, int(first[1]))
         truncated = bool(first and first[0])
 
         def run(statement: str) -> DataFrame:

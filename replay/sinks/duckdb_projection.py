@@ -24,7 +24,15 @@ from replay.sinks.duckdb_sink import DuckDBSink, _literal
 from replay.sinks.duckdb_store import LEDGER, quote
 from replay.sinks.duckdb_types import restored_column
 from replay.sinks.ledger import VersionUnavailableError, now_ms, plan_positions
-from replay.sinks.protocol import OP, OP_UPSERT, TRUNCATED, LedgerEntry, Positions
+from replay.sinks.protocol import (
+    OP,
+    OP_REJECTED,
+    OP_UPSERT,
+    TRUNCATED,
+    LedgerEntry,
+    Positions,
+    RejectedRecordsError,
+)
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import DataFrame
 
@@ -53,7 +61,9 @@ class DuckDBProjectionStore:
         self, plan: IncrementalPlan, mirror: MirrorSql, batch: DataFrame, positions: Positions,
         *, rows_at_most: int | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
-        """Apply one batch (``batch_changes`` columns) to a SQL projection, atomically."""
+        """Apply one batch (``batch_changes`` columns) to a SQL projection, atomically; a batch
+        with records marked bad (``__op`` ``x``, see ``replay.sinks.protocol``) raises
+        ``RejectedRecordsError`` and writes nothing."""
         if self._covered(plan.table, positions):
             return None
         with self._staged(batch, _BATCH, rows_at_most) as load, self._transaction():
@@ -61,7 +71,12 @@ class DuckDBProjectionStore:
             if record is None:
                 return None
             load()
-            row = self.conn.execute(f"SELECT bool_or({TRUNCATED}) FROM {_BATCH}").fetchone()
+            row = self.conn.execute(
+                f"SELECT bool_or({TRUNCATED}), count(*) FILTER (WHERE {OP} = '{OP_REJECTED}')"
+                f" FROM {_BATCH}"
+            ).fetchone()
+            if row and row[1]:
+                raise RejectedRecordsError(plan.table, int(row[1]))  # rolled back
             truncated = bool(row and row[0])
             self.conn.execute(mirror.create_sql(_BATCH, DUCKDB))
             if truncated:

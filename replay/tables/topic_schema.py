@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from cdc.errors import UserError
 from cdc.events.columns import TableSpec as DeclaredTable
+from cdc.events.json_text import loads
 from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from replay.decode.schema import TopicSchema
 from replay.reading.plan import PartitionRange
@@ -33,23 +34,29 @@ def target_table(topic: str) -> str:
 def newest_record(
     stream: EventStream, topic: str, wanted: Callable[[StreamRecord], bool] = lambda r: True
 ) -> StreamRecord | None:
-    """The newest record with a value (by timestamp) among the last ``TAIL_OFFSETS`` of each
-    partition of ``topic`` that is ``wanted``; None if there is none."""
+    """The newest record (by timestamp) among the last ``TAIL_OFFSETS`` of each partition of
+    ``topic`` that is ``wanted`` and whose value is a JSON object; None if there is none.
+    A value that is not cannot hold a schema: it is a bad record, which the decode reports
+    with its place (a newest record that is not JSON must not stop the whole replay)."""
     tail = []
     for partition in range(stream.partition_count(topic)):
         bounds = stream.bounds(topic, partition)
         start = max(bounds.log_start, bounds.end - TAIL_OFFSETS)
         tp = TopicPartition(topic, partition)
         tail.append(PartitionRange(tp, start, bounds.end, bounds.log_start, bounds.end))
-    newest: StreamRecord | None = None
-    for record in read_ranges(stream, tail):
-        if (
-            record.value is not None
-            and wanted(record)
-            and (newest is None or record.timestamp_ms >= newest.timestamp_ms)
-        ):
-            newest = record
-    return newest
+    found = [r for r in read_ranges(stream, tail) if r.value is not None and wanted(r)]
+    # Newest first; of equal timestamps the one read last (sorting is stable).
+    for record in sorted(reversed(found), key=lambda r: r.timestamp_ms, reverse=True):
+        if _is_json_object(record.value):
+            return record
+    return None
+
+
+def _is_json_object(value: bytes | None) -> bool:
+    try:
+        return value is not None and isinstance(loads(value.decode()), dict)
+    except ValueError:  # not UTF-8 or not JSON
+        return False
 
 
 def newest_schema(stream: EventStream, topic: str, declared: DeclaredTable | None) -> TopicSchema:

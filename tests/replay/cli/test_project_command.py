@@ -13,8 +13,11 @@ from typing import Any
 import pytest
 
 from cdc.streams.local import LocalLog
+from cdc.streams.protocol import TopicPartition
+from projections import version_table
 from replay.cli.main import main
 from replay.projection.engine import ProjectionEngine
+from replay.projection.store import projection_store
 from replay.projection.versions import ProjectionVersions
 from replay.sinks.registry import open_sink
 from tests.projections.sql.workload import SEED, SourceMirror
@@ -99,3 +102,36 @@ def test_project_rejects_bad_input_with_the_reason(
     other = "CREATE TABLE t AS SELECT title, COUNT(*) AS n FROM refunds GROUP BY title"
     assert main([*base, "--sql", other]) == 2
     assert "refunds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sink", ["duckdb", "delta"])
+def test_a_catch_up_over_a_bad_record_fails_with_it_and_writes_nothing(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], sink: str
+) -> None:
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    topic, mirror = SalesTopic(log), SourceMirror({})
+    topic.write(mirror.changes(_ops(random.Random(5), 12)))
+    sink_url = f"{sink}://{tmp_path}/out" + (".duckdb" if sink == "duckdb" else "")
+    cli = ["project", "--stream", f"local://{tmp_path}/log", "--sink", sink_url, "--sql", SEED]
+    assert main(cli) == 0
+    capsys.readouterr()
+    before = _served(spark, log, sink_url)
+    positions = {p: log.bounds(topic.topic, p).end for p in range(2)}
+
+    topic.write(mirror.changes(_ops(random.Random(6), 6)))  # good changes, then a bad record
+    bad_offset = log.bounds(topic.topic, 1).end
+    writer = log.writer("bad-record-writer")
+    writer.begin()
+    writer.send(topic.topic, b'{"id": 1}', b"{not json", partition=1)
+    writer.commit()
+
+    assert main(cli) == 2
+    err = capsys.readouterr().err
+    assert f"{topic.topic}" in err and "partition 1" in err and f"offset {bad_offset}" in err, err
+    assert _served(spark, log, sink_url) == before  # the good changes of the batch neither
+    stored = open_sink(sink_url, spark)
+    try:
+        ledger = projection_store(stored).positions(version_table("movie_tickets_sold", 1))
+        assert ledger == {TopicPartition(topic.topic, p): o for p, o in positions.items()}
+    finally:
+        stored.close()

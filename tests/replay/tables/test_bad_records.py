@@ -66,3 +66,28 @@ def test_a_bad_record_in_a_catch_up_fails_cleanly_or_is_dead_lettered(
     assert [(r["offset"], r["value"]) for r in letters] == [(bad_offset, b"{not json")]
     sink.close()
     log.close()
+
+
+def test_a_newest_record_that_is_not_json_is_a_bad_record_not_the_schema(
+    spark: Any, tmp_path: Path
+) -> None:
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    topic = SalesTopic(log, partitions=1)
+    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(5))
+    writer = log.writer("a-broken-feeder")
+    writer.begin()
+    writer.send(topic.topic, b'{"id":3}', b"{not json")  # the topic's newest record
+    writer.commit()
+    writer.close()
+    bad_offset = next(r.offset for r in log.read(topic.topic, 0, 0) if r.value == b"{not json")
+    sink = open_sink(f"duckdb://{tmp_path}/out.duckdb", spark)
+    engine = ReplayEngine(spark, log, sink)
+
+    with pytest.raises(ChangeEventError, match=f"offset {bad_offset}"):
+        engine.run(ReplayJob((topic.topic,)))
+    (result,) = engine.run(ReplayJob((topic.topic,), on_error="dead-letter"))
+    assert result.bad == 1 and _seats(sink) == dict.fromkeys(range(5), 1)
+    letters = sink.read(DEAD_LETTER_TABLE).collect()
+    assert [(r["offset"], r["value"]) for r in letters] == [(bad_offset, b"{not json")]
+    sink.close()
+    log.close()
