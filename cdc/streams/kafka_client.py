@@ -221,6 +221,13 @@ def is_settling(err: KafkaError) -> bool:
     return err.code() in _METADATA_SETTLING
 
 
+def is_partition_dropped(err: KafkaError) -> bool:
+    """Whether ``err`` is librdkafka's own "Unknown partition": a metadata request for a
+    partition of a listed topic gets it while the topic's only broker stops (the client's
+    metadata loses the partition with its leader)."""
+    return err.code() == KafkaError._UNKNOWN_PARTITION
+
+
 def is_retriable_abort(exc: KafkaException) -> bool:
     """True when the transaction failed but the producer can abort and try again."""
     err = exc.args[0] if exc.args else None

@@ -66,12 +66,16 @@ class KafkaEventStream:
             except kc.KafkaException as exc:
                 self._serve_callbacks()
                 err = exc.args[0] if exc.args else None
+                dropped = isinstance(err, kc.KafkaError) and kc.is_partition_dropped(err)
                 waiting = isinstance(err, kc.KafkaError) and (
-                    unavailable(err) or kc.is_settling(err)
+                    unavailable(err) or kc.is_settling(err) or dropped
                 )
                 if waiting and self.login.refused is None and time.monotonic() < deadline:
                     wait *= 2
                     continue
+                if dropped and err is not None and self.login.refused is None:  # still away
+                    text = f"{what}: {err.str()} (is the broker running and reachable?)"
+                    raise KafkaUnavailableError(text) from exc
                 raise failed(what, exc, self.login) from exc  # callbacks served just above
             self._serve_callbacks()
             self.login.refused = None

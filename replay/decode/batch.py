@@ -52,7 +52,7 @@ from replay.decode.schema import TopicSchema
 from replay.expression_cache import ExpressionCache
 from replay.reading.bounds import Bound
 from replay.sinks.protocol import OP, OP_REJECTED, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
-from replay.spark import Column, DataFrame, F, local_frame
+from replay.spark import Column, ColumnList, DataFrame, F, local_frame
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def _newest_plan(
 
 
 REJECTED = "__rejected"
-_marked_plans: ExpressionCache[tuple[_NewestPlan, list[Column]]] = ExpressionCache()
+_marked_plans: ExpressionCache[_MarkedPlan] = ExpressionCache()
 
 
 def marked_batch(decoded: Decoded, schema: TopicSchema, truncates: Sequence[Truncate]) -> DataFrame:
@@ -157,12 +157,14 @@ def marked_batch(decoded: Decoded, schema: TopicSchema, truncates: Sequence[Trun
     driver read, planning (the optimizer decodes a local frame's records itself) and analysing
     the second branch cost more than the batch's jobs."""
     columns = tuple(c for c in decoded.all.columns if c != VALUE)
-    newest, marks = _marked_plans.get(schema, columns, lambda: _marked_plan(columns, schema))
-    rejected = F.col(ERROR).isNotNull()
-    kept = decoded.all.where(rejected | ((F.col(OP) != OP_TRUNCATE) & ~cleared_by(truncates)))
-    grouped = kept.select(*columns).groupBy(*newest.keys).agg(*newest.aggregates)
-    flag = (~F.col(REJECTED) & F.lit(bool(truncates))).alias(TRUNCATED)
-    changes = grouped.select(*newest.selected).select(*marks, flag)
+    plan = _marked_plans.get(schema, columns, lambda: _MarkedPlan.of(columns, schema))
+    kept = decoded.all.where(
+        plan.untruncated if not truncates else plan.rejected | plan.change & ~cleared_by(truncates)
+    )
+    grouped = plan.keys.aggregate(plan.columns.select_from(kept), plan.first, plan.aggregates)
+    changes = (plan.truncated if truncates else plan.marks).select_from(
+        plan.selected.select_from(grouped)
+    )
     if not truncates:
         return changes
     marker = grouped.sparkSession.range(1).select(
@@ -174,14 +176,39 @@ def marked_batch(decoded: Decoded, schema: TopicSchema, truncates: Sequence[Trun
     return changes.unionByName(marker)
 
 
-def _marked_plan(columns: tuple[str, ...], schema: TopicSchema) -> tuple[_NewestPlan, list[Column]]:
-    rejected = F.col(REJECTED)
-    marks = [
-        *(F.when(~rejected, F.col(c.name)).alias(c.name) for c in schema.columns),
-        F.when(rejected, F.lit(OP_REJECTED)).otherwise(F.col(OP)).alias(OP),
-        F.when(~rejected, F.col(POS)).alias(POS),
-    ]
-    return _newest_plan(columns, schema, marking=True), marks
+@dataclass(frozen=True)
+class _MarkedPlan:
+    """``marked_batch``'s expressions for one schema and decoded-frame layout, handed to the
+    JVM once (``ColumnList``)."""
+
+    rejected: Column
+    change: Column
+    untruncated: Column
+    columns: ColumnList
+    keys: ColumnList
+    first: Column
+    aggregates: ColumnList
+    selected: ColumnList
+    marks: ColumnList
+    truncated: ColumnList
+
+    @classmethod
+    def of(cls, columns: tuple[str, ...], schema: TopicSchema) -> _MarkedPlan:
+        newest = _newest_plan(columns, schema, marking=True)
+        rejected, change = F.col(ERROR).isNotNull(), F.col(OP) != OP_TRUNCATE
+        marked = F.col(REJECTED)
+        marks = [
+            *(F.when(~marked, F.col(c.name)).alias(c.name) for c in schema.columns),
+            F.when(marked, F.lit(OP_REJECTED)).otherwise(F.col(OP)).alias(OP),
+            F.when(~marked, F.col(POS)).alias(POS),
+        ]
+        first, *aggregates = newest.aggregates
+        return cls(
+            rejected, change, rejected | change, ColumnList(columns), ColumnList(newest.keys),
+            first, ColumnList(aggregates), ColumnList(newest.selected),
+            ColumnList([*marks, F.lit(False).alias(TRUNCATED)]),
+            ColumnList([*marks, (~marked).alias(TRUNCATED)]),
+        )  # fmt: skip
 
 
 def batch_changes(

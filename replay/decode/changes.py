@@ -47,7 +47,7 @@ from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import aligned, schema_hash
 from replay.expression_cache import ExpressionCache
 from replay.sinks.protocol import OP, POS
-from replay.spark import Column, DataFrame, F, T
+from replay.spark import Column, ColumnList, DataFrame, F, T
 
 DECODED_META = (OP, POS, UNAVAILABLE, TXN, SOURCE, TOPIC, PARTITION, OFFSET, KEY)
 """The meta columns of a decoded change frame, after the table's columns."""
@@ -89,16 +89,43 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
         raise UnsupportedSchema("flat rows (ExtractNewRecordState) decode on the Python path")
     if schema.versions:
         return _decode_versions(records, schema, carry)
-    stages = decode_stages(schema)
-    raw = ["topic", "partition", "offset", "key", "value", *carry]
-    parsed = records.where(F.col("value").isNotNull()).select(*raw, stages.parsed)
-    envelopes = parsed.where(stages.keep).select(*raw, *stages.envelope)
-    converted = envelopes.select("*", *stages.converted)
-    decoded = converted.select(*stages.decoded, *carry)
-    # The raw value only where the record is rejected (``bad`` shows it): a persisted decode
-    # then holds the decoded row, not a second copy of every record's bytes.
-    kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
-    return Decoded(decoded.withColumn(VALUE, kept), schema)
+    plan = _plans.get(schema, tuple(carry), lambda: _NativePlan.of(schema, tuple(carry)))
+    parsed = plan.parsed.select_from(records.where(plan.present))
+    converted = plan.converted.select_from(plan.envelope.select_from(parsed.where(plan.keep)))
+    decoded = plan.decoded.select_from(converted)
+    return Decoded(decoded.withColumn(VALUE, plan.kept), schema)
+
+
+@dataclass(frozen=True)
+class _NativePlan:
+    """``decode_native``'s filters and projections, handed to the JVM once per schema."""
+
+    present: Column
+    parsed: ColumnList
+    keep: Column
+    envelope: ColumnList
+    converted: ColumnList
+    decoded: ColumnList
+    kept: Column
+
+    @classmethod
+    def of(cls, schema: TopicSchema, carry: tuple[str, ...]) -> _NativePlan:
+        stages = decode_stages(schema)
+        raw = ["topic", "partition", "offset", "key", "value", *carry]
+        return cls(
+            F.col("value").isNotNull(),
+            ColumnList([*raw, stages.parsed]),
+            stages.keep,
+            ColumnList([*raw, *stages.envelope]),
+            ColumnList(["*", *stages.converted]),
+            ColumnList([*stages.decoded, *carry]),
+            # The raw value only where the record is rejected (``bad`` shows it): a persisted
+            # decode then holds the decoded row, not a second copy of every record's bytes.
+            F.when(F.col(ERROR).isNotNull(), F.col(VALUE)),
+        )
+
+
+_plans: ExpressionCache[_NativePlan] = ExpressionCache()
 
 
 def _decode_versions(records: DataFrame, schema: TopicSchema, carry: Sequence[str]) -> Decoded:
