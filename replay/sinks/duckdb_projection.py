@@ -21,18 +21,10 @@ from projections import IncrementalPlan
 from projections.sql.syntax import DUCKDB
 from replay.sinks.duckdb_files import table_exists
 from replay.sinks.duckdb_sink import DuckDBSink, _literal
-from replay.sinks.duckdb_store import LEDGER, quote
+from replay.sinks.duckdb_store import LEDGER, clears_table, quote
 from replay.sinks.duckdb_types import restored_column
 from replay.sinks.ledger import VersionUnavailableError, now_ms, plan_positions
-from replay.sinks.protocol import (
-    OP,
-    OP_REJECTED,
-    OP_UPSERT,
-    TRUNCATED,
-    LedgerEntry,
-    Positions,
-    RejectedRecordsError,
-)
+from replay.sinks.protocol import OP, OP_UPSERT, LedgerEntry, Positions
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import DataFrame
 
@@ -71,13 +63,7 @@ class DuckDBProjectionStore:
             if record is None:
                 return None
             load()
-            row = self.conn.execute(
-                f"SELECT bool_or({TRUNCATED}), count(*) FILTER (WHERE {OP} = '{OP_REJECTED}')"
-                f" FROM {_BATCH}"
-            ).fetchone()
-            if row and row[1]:
-                raise RejectedRecordsError(plan.table, int(row[1]))  # rolled back
-            truncated = bool(row and row[0])
+            truncated = clears_table(self.conn, _BATCH, plan.table)  # or raises: rolled back
             self.conn.execute(mirror.create_sql(_BATCH, DUCKDB))
             if truncated:
                 self.conn.execute(mirror.clear_sql(DUCKDB))

@@ -147,16 +147,11 @@ class DuckDBStore:
             if record is None:
                 return None
             self.conn.execute(f"CREATE OR REPLACE TEMP TABLE {_BATCH} AS {source}")
-            stats = self.conn.execute(
-                f"SELECT bool_or({TRUNCATED}), count(*) FILTER (WHERE {OP} = '{OP_REJECTED}')"
-                f" FROM {_BATCH}"
-            ).fetchone()
-            if stats and stats[1]:
-                raise RejectedRecordsError(spec.name, int(stats[1]))  # rolled back
+            truncated = clears_table(self.conn, _BATCH, spec.name)
             self._evolve(spec, columns, schema)
             self._create(spec, columns, replace=False)
             table, tombs = quote(spec.name), quote(rules.tombstones_table(spec.name))
-            if stats and stats[0]:
+            if truncated:
                 self.conn.execute(f"DELETE FROM {table}; DELETE FROM {tombs}")
             keys = ", ".join(quote(k) for k in spec.primary_key)
             self.conn.execute(
@@ -286,3 +281,14 @@ class DuckDBStore:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+
+def clears_table(conn: Any, batch: str, table: str) -> bool:
+    """Whether the staged change ``batch`` for ``table`` clears it first (a truncate); raises
+    ``RejectedRecordsError`` for a batch that marks bad records (the caller rolls back)."""
+    stats = conn.execute(
+        f"SELECT bool_or({TRUNCATED}), count(*) FILTER (WHERE {OP} = '{OP_REJECTED}') FROM {batch}"
+    ).fetchone()
+    if stats and stats[1]:
+        raise RejectedRecordsError(table, int(stats[1]))
+    return bool(stats and stats[0])
