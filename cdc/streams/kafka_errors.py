@@ -87,14 +87,17 @@ def refused(what: str, detail: str) -> KafkaRefusedError:
     )
 
 
-def failed(what: str, exc: kc.KafkaException, login: LoginWatch | None = None) -> KafkaStreamError:
+def failed(
+    what: str, exc: kc.KafkaException, login: LoginWatch | None = None, *, away: bool = False
+) -> KafkaStreamError:
     """``exc`` of ``what`` as our error: :class:`KafkaRefusedError` when ``login`` saw a refusal,
-    :class:`KafkaUnavailableError` when ``unavailable``."""
+    :class:`KafkaUnavailableError` when ``unavailable`` (or the caller knows the cluster is
+    ``away``)."""
     err = exc.args[0] if exc.args else None
     if login is not None and login.refused is not None:
         return refused(what, login.refused)
     if not isinstance(err, kc.KafkaError):
         return KafkaStreamError(f"{what}: {exc}")
-    if unavailable(err):
+    if away or unavailable(err):
         return KafkaUnavailableError(f"{what}: {err.str()} (is the broker running and reachable?)")
     return KafkaStreamError(f"{what}: {err.str()}")

@@ -73,10 +73,8 @@ class KafkaEventStream:
                 if waiting and self.login.refused is None and time.monotonic() < deadline:
                     wait *= 2
                     continue
-                if dropped and err is not None and self.login.refused is None:  # still away
-                    text = f"{what}: {err.str()} (is the broker running and reachable?)"
-                    raise KafkaUnavailableError(text) from exc
-                raise failed(what, exc, self.login) from exc  # callbacks served just above
+                # (callbacks served just above; a partition dropped until now: still away)
+                raise failed(what, exc, self.login, away=dropped) from exc
             self._serve_callbacks()
             self.login.refused = None
             return answer

@@ -52,7 +52,7 @@ from replay.decode.schema import TopicSchema
 from replay.expression_cache import ExpressionCache
 from replay.reading.bounds import Bound
 from replay.sinks.protocol import OP, OP_REJECTED, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
-from replay.spark import Column, ColumnList, DataFrame, F, local_frame
+from replay.spark import Column, ColumnList, DataFrame, F, SparkSession, local_frame
 
 
 @dataclass(frozen=True)
@@ -167,13 +167,19 @@ def marked_batch(decoded: Decoded, schema: TopicSchema, truncates: Sequence[Trun
     )
     if not truncates:
         return changes
-    marker = grouped.sparkSession.range(1).select(
+    return changes.unionByName(_truncate_marker(grouped.sparkSession, schema, truncates))
+
+
+def _truncate_marker(
+    spark: SparkSession, schema: TopicSchema, truncates: Sequence[Truncate]
+) -> DataFrame:
+    """The ``t`` row of a batch with known ``truncates``: null columns, at the newest one."""
+    return spark.range(1).select(
         *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
         F.lit(OP_TRUNCATE).alias(OP),
         F.lit(max(t.pos for t in truncates)).alias(POS),
         F.lit(True).alias(TRUNCATED),
     )
-    return changes.unionByName(marker)
 
 
 @dataclass(frozen=True)
@@ -278,11 +284,7 @@ def _with_known_truncates(
     found = local_frame(spark, list(last.values()), TRUNCATES_SCHEMA)
     if not truncates:
         return BatchChanges(changes, found, bad)
-    marker = spark.range(1).select(
-        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
-        F.lit(OP_TRUNCATE).alias(OP),
-        F.lit(max(t.pos for t in truncates)).alias(POS),
-        F.lit(True).alias(TRUNCATED),
-        F.array().cast("array<string>").alias(UNAVAILABLE),
+    marker = _truncate_marker(spark, schema, truncates).withColumn(
+        UNAVAILABLE, F.array().cast("array<string>")
     )
     return BatchChanges(changes.unionByName(marker), found, bad)

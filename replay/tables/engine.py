@@ -15,6 +15,7 @@ import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
@@ -255,26 +256,22 @@ class ReplayEngine:
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
         decoded = decode_native(records, schema)
-        # Read and decoded once for the bad records and the write. A small batch the driver
-        # read is decoded twice instead: planning the cache costs more than decoding it again.
-        cached = not read_by_driver(batch) or batch.span >= CACHED_DECODE_OFFSETS
+        cached = not decoded_twice(batch)  # a small one: planning a cache costs more
         if cached:
             decoded.all.persist()
         try:
             known = None if cut else truncates_in(truncates, batch)
             positions, most = batch.stop_positions, batch.span
+            changes_of_batch = partial(
+                batch_changes, records, schema, cut=cut, straddling=self._straddling,
+                decoded=decoded, truncates=known,
+            )  # fmt: skip
             if not cached:  # bad records looked for by the write's own job (``Sink.merge``)
-                marked = (
-                    marked_batch(decoded, schema, known) if known is not None else batch_changes(
-                        records, schema, cut=cut, straddling=self._straddling, decoded=decoded
-                    ).marked_changes(schema)
-                )  # fmt: skip
+                marked = (marked_batch(decoded, schema, known) if known is not None
+                          else changes_of_batch().marked_changes(schema))  # fmt: skip
                 with contextlib.suppress(RejectedRecordsError):  # some: the policy, below
                     return self.sink.merge(spec, marked, positions, rows_at_most=most)
-            changes = batch_changes(
-                records, schema, cut=cut, straddling=self._straddling, decoded=decoded,
-                truncates=known,
-            )  # fmt: skip
+            changes = changes_of_batch()
             # (A cached batch: a job of its own, which fills the cache the write reads, costs
             # less than the write's union of two branches over the cache.)
             result.bad += handle_bad_records(
@@ -285,6 +282,13 @@ class ReplayEngine:
         finally:
             if cached:
                 decoded.all.unpersist()
+
+
+def decoded_twice(batch: ReplayPlan) -> bool:
+    """Whether a catch-up batch is decoded by the write's own job (marks of its bad records
+    included, ``marked_batch``) instead of once, cached, for a bad-record job and the write:
+    a small batch the driver read, for which planning the cache costs more than decoding again."""
+    return read_by_driver(batch) and batch.span < CACHED_DECODE_OFFSETS
 
 
 CACHED_DECODE_OFFSETS = 5_000
