@@ -46,7 +46,7 @@ from replay.sinks.sql_projection import MirrorSql
 from replay.spark import SparkSession
 from replay.tables.batches import cut_batches, find_truncates, source_reach, truncates_in
 from replay.tables.engine import ReplayError, decoded_twice
-from replay.tables.topic_schema import newest_record, newest_schema
+from replay.tables.topic_schema import newest_record, newest_schema, unreadable_tail
 
 _UNKEYED = (None, b"null", b'{"schema":null,"payload":null}')
 Definition = SqlProjection | ScdSpec | PythonProjection
@@ -139,6 +139,9 @@ class ProjectionEngine:
             return result
         started, result.mode = time.monotonic(), "catch-up"
         if job.declared is None and self._newest_row_event(job.topic) is None:
+            unreadable = unreadable_tail(self.stream, job.topic)
+            if unreadable is not None:  # records that are not JSON, not a topic to be written
+                raise unreadable
             result.mode = "waiting"  # only truncates so far: no row, no schema to read yet
             return result
         schema = self.schema(job.topic, job.declared)

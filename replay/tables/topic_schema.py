@@ -38,6 +38,28 @@ def newest_record(
     ``topic`` that is ``wanted`` and whose value is a JSON object; None if there is none.
     A value that is not cannot hold a schema: it is a bad record, which the decode reports
     with its place (a newest record that is not JSON must not stop the whole replay)."""
+    return next((r for r in _tail(stream, topic, wanted) if _is_json_object(r.value)), None)
+
+
+def unreadable_tail(stream: EventStream, topic: str) -> ReplayError | None:
+    """The error for a topic whose tail holds records but none a JSON object (the newest
+    named by its place), so that it has no schema to read; None for any other topic."""
+    bad = next((r for r in _tail(stream, topic) if not _is_json_object(r.value)), None)
+    if bad is None:
+        return None
+    return ReplayError(
+        f"topic {bad.topic}, partition {bad.partition}, offset {bad.offset}: not a JSON change "
+        f"event, nor is any other of the last {TAIL_OFFSETS} records of each partition, so the "
+        "topic has no schema to read; declare its table with --schema to decode it and report"
+        " the bad records"
+    )
+
+
+def _tail(
+    stream: EventStream, topic: str, wanted: Callable[[StreamRecord], bool] = lambda r: True
+) -> list[StreamRecord]:
+    """The ``wanted`` records with a value among the last ``TAIL_OFFSETS`` of each partition,
+    newest first (by timestamp; of equal timestamps the one read last)."""
     tail = []
     for partition in range(stream.partition_count(topic)):
         bounds = stream.bounds(topic, partition)
@@ -45,11 +67,7 @@ def newest_record(
         tp = TopicPartition(topic, partition)
         tail.append(PartitionRange(tp, start, bounds.end, bounds.log_start, bounds.end))
     found = [r for r in read_ranges(stream, tail) if r.value is not None and wanted(r)]
-    # Newest first; of equal timestamps the one read last (sorting is stable).
-    for record in sorted(reversed(found), key=lambda r: r.timestamp_ms, reverse=True):
-        if _is_json_object(record.value):
-            return record
-    return None
+    return sorted(reversed(found), key=lambda r: r.timestamp_ms, reverse=True)
 
 
 def _is_json_object(value: bytes | None) -> bool:
@@ -65,6 +83,8 @@ def newest_schema(stream: EventStream, topic: str, declared: DeclaredTable | Non
     newest = newest_record(stream, topic)
     if newest is None or newest.value is None:
         if declared is None:
-            raise ReplayError(f"topic {topic} holds no change event to read its schema from")
+            raise unreadable_tail(stream, topic) or ReplayError(
+                f"topic {topic} holds no change event to read its schema from"
+            )
         return TopicSchema.from_table(declared)
     return TopicSchema.from_record(newest.value, newest.key, declared, topic=topic)

@@ -12,11 +12,14 @@ import pytest
 
 from cdc.errors import ChangeEventError
 from cdc.streams.local import LocalLog
+from projections import SqlProjection
 from projections.change_ops import RowChange
+from replay.projection.engine import ProjectionEngine, ProjectionJob
 from replay.reading.bounds import Bound, BoundKind
 from replay.sinks.protocol import DEAD_LETTER_TABLE
 from replay.sinks.registry import open_sink
 from replay.tables.engine import ReplayEngine, ReplayJob
+from replay.tables.topic_schema import ReplayError
 from tests.replay.cli.test_live_duckdb_readers import sale_row
 from tests.replay.projection.workload import SalesTopic
 
@@ -89,5 +92,35 @@ def test_a_newest_record_that_is_not_json_is_a_bad_record_not_the_schema(
     assert result.bad == 1 and _seats(sink) == dict.fromkeys(range(5), 1)
     letters = sink.read(DEAD_LETTER_TABLE).collect()
     assert [(r["offset"], r["value"]) for r in letters] == [(bad_offset, b"{not json")]
+    sink.close()
+    log.close()
+
+
+def test_a_tail_of_records_that_are_not_json_is_named_not_waited_on(
+    spark: Any, tmp_path: Path
+) -> None:
+    """No JSON object among the last records of any partition: no schema to read. Both engines
+    name the newest of those records (neither reports an empty topic nor waits for events)."""
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    topic = SalesTopic(log, partitions=2)
+    writer = log.writer("a-broken-feeder")
+    writer.begin()
+    for i in range(3):
+        key, stamp = f'{{"id":{i}}}'.encode(), 1_700_000_000_000 + i
+        writer.send(topic.topic, key, b"{not json", partition=i % 2, timestamp_ms=stamp)
+    writer.commit()
+    writer.close()
+    newest = [r for r in log.read(topic.topic, 0, 0) if r.value == b"{not json"][-1]
+    where = f"partition 0, offset {newest.offset}: not a JSON change event"
+    sink = open_sink(f"duckdb://{tmp_path}/out.duckdb", spark)
+
+    with pytest.raises(ReplayError, match=where):
+        ReplayEngine(spark, log, sink).run(ReplayJob((topic.topic,)))
+    projection = SqlProjection.parse(
+        f"CREATE TABLE sold AS SELECT title, count(*) AS n FROM {TABLE} GROUP BY title"
+    )
+    with pytest.raises(ReplayError, match=where):
+        ProjectionEngine(spark, log, sink).run(ProjectionJob(projection, topic.topic))
+    assert sink.tables() == []
     sink.close()
     log.close()
