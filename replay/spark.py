@@ -10,10 +10,14 @@ rows to Spark as Arrow (the only import of pyarrow; a frame goes back with ``toA
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +132,41 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if chosen.startswith("local"):
+        start_python_workers(session)
     return session
+
+
+# What a rebuild's first Python tasks (its compaction) import, besides pyspark.
+WORKER_MODULES = ("replay.decode.compacted_read", "cdc.streams.registry")
+_warmed: set[str] = set()
+
+
+def start_python_workers(spark: SparkSession, modules: Sequence[str] = WORKER_MODULES) -> None:
+    """Start the session's Python workers (one per core, importing ``modules``) in a job of a
+    background thread, once per Spark application: the first job that runs Python then finds
+    them up instead of paying their start (~1.5 s on two cores, of a first 1 M rebuild's ~16 s)
+    after the driver has planned it; their start overlaps the driver's planning instead."""
+    context = spark.sparkContext
+    if context.applicationId in _warmed:
+        return
+    _warmed.add(context.applicationId)
+    cores = context.defaultParallelism
+
+    def warm() -> None:
+        try:
+            context.setLocalProperty("spark.job.description", "start the Python workers")
+            work = partial(_import_modules, tuple(modules))
+            context.parallelize(range(cores), cores).foreachPartition(work)
+        except Exception as error:  # only a head start: the first real job starts them anyway
+            logging.getLogger(__name__).debug("no head start for Python workers: %s", error)
+
+    threading.Thread(target=warm, name="start-python-workers", daemon=True).start()
+
+
+def _import_modules(modules: tuple[str, ...], _rows: Iterable[Any]) -> None:
+    for module in modules:
+        importlib.import_module(module)
 
 
 def driver_heap_bytes(spark: SparkSession) -> int:
