@@ -49,13 +49,9 @@ def main(argv: list[str]) -> int:
         events = input_events(args.events, seed=7)
         logs = {}
         for stream in args.streams:
-            if stream == "kafka":
-                broker = LocalKafkaBroker(root / "broker")
-                broker.start()
-                stack.callback(broker.stop)
-                url = f"kafka://{broker.bootstrap_servers}"
-            else:
-                url = f"local://{root / 'log'}"
+            broker = LocalKafkaBroker(root / "broker") if stream == "kafka" else None
+            url = (f"kafka://{stack.enter_context(broker).bootstrap_servers}" if broker
+                  else f"local://{root / 'log'}")  # fmt: skip
             logs[stream] = build_changelog(url, f"projection-crash-{int(time.time())}", events)
         combos = list(itertools.product(args.streams, args.sinks))
         print(f"set up in {time.monotonic() - started:.0f}s; {args.trials} trials", flush=True)

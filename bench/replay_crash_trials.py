@@ -52,13 +52,9 @@ def main(argv: list[str]) -> int:
         layouts: dict[tuple[str, str], tuple[ReplayLayout, Sink]] = {}
         logs = {}
         for stream in args.streams:
-            if stream == "kafka":
-                broker = LocalKafkaBroker(root / "broker")
-                broker.start()
-                stack.callback(broker.stop)
-                url = f"kafka://{broker.bootstrap_servers}"
-            else:
-                url = f"local://{root / 'log'}"
+            broker = LocalKafkaBroker(root / "broker") if stream == "kafka" else None
+            url = (f"kafka://{stack.enter_context(broker).bootstrap_servers}" if broker
+                  else f"local://{root / 'log'}")  # fmt: skip
             logs[stream] = build_changelog(url, f"replay-crash-{int(time.time())}", events)
         for stream, sink in combos:
             layout = logs[stream].layout(
