@@ -49,9 +49,9 @@ def unreadable_tail(stream: EventStream, topic: str) -> ReplayError | None:
         return None
     return ReplayError(
         f"topic {bad.topic}, partition {bad.partition}, offset {bad.offset}: not a JSON change "
-        f"event, nor is any other of the last {TAIL_OFFSETS} records of each partition, so the "
-        "topic has no schema to read; declare its table with --schema to decode it and report"
-        " the bad records"
+        f"event; no row event among the last {TAIL_OFFSETS} records of any partition to read "
+        "the topic's schema from; declare its table with --schema to decode it and report the"
+        " bad records"
     )
 
 
