@@ -3,10 +3,9 @@
 Per topic, one target table (named after the topic's last dotted part, or ``into`` for a
 point-in-time copy). A fresh table read from the log start takes the fast path: compact to the
 newest record per key as each partition is read (``decode.compacted_read``), decode only the
-survivors, one bulk ``replace``.
-Otherwise the plan is cut into batches and each batch is ``merge``d with the positions it brings
-the table to; the sink stores those positions in the same transaction as the data, so a batch
-retried after a crash is skipped and a crash leaves the table at its last committed batch.
+survivors, one bulk ``replace``. Otherwise the plan is cut into batches and each batch is
+``merge``d with the positions it brings the table to, stored in the same sink transaction as
+the data: a retried batch is skipped, and a crash leaves the table at its last committed batch.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from functools import partial
 
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
-from replay.decode.batch import batch_changes, marked_batch
+from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
 from replay.decode.compacted_read import persisted_latest
 from replay.decode.compaction import Truncate, has_truncate_candidates, rebuild_table
@@ -189,11 +188,13 @@ class ReplayEngine:
                 )
             result.mode = "catch-up"
             batches = cut_batches(plan, job.batch_offsets)
-            # Found once for the plan (candidates only): no batch then looks for its own.
-            truncates = find_truncates(self.spark, self.stream.url, plan, schema)
+            truncates = None  # else found by the lone batch in its cached decode (``_merge``)
             if len(batches) > 1:  # never split a truncate across partitions (replay.tables.batches)
+                truncates = find_truncates(self.spark, self.stream.url, plan, schema)
                 reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
                 batches = cut_batches(plan, job.batch_offsets, truncates, reach)
+            elif decoded_twice(plan):  # a small plan's truncates are found on the driver
+                truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             for batch in batches:
                 entry = self._merge(job, spec, schema, batch, result, truncates)
                 result.entries += [entry] if entry else []
@@ -251,7 +252,7 @@ class ReplayEngine:
 
     def _merge(
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, batch: ReplayPlan,
-        result: TopicResult, truncates: Sequence[Truncate],
+        result: TopicResult, truncates: Sequence[Truncate] | None,
     ) -> LedgerEntry | None:  # fmt: skip
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
@@ -260,7 +261,9 @@ class ReplayEngine:
         if cached:
             decoded.all.persist()
         try:
-            known = None if cut else truncates_in(truncates, batch)
+            if truncates is None and not cut:  # a job that fills the cache the others read
+                truncates = truncates_decoded(decoded)
+            known = None if cut or truncates is None else truncates_in(truncates, batch)
             positions, most = batch.stop_positions, batch.span
             changes_of_batch = partial(
                 batch_changes, records, schema, cut=cut, straddling=self._straddling,
@@ -272,8 +275,7 @@ class ReplayEngine:
                 with contextlib.suppress(RejectedRecordsError):  # some: the policy, below
                     return self.sink.merge(spec, marked, positions, rows_at_most=most)
             changes = changes_of_batch()
-            # (A cached batch: a job of its own, which fills the cache the write reads, costs
-            # less than the write's union of two branches over the cache.)
+            # (Cached: a job of its own fills the cache; cheaper than the write's union of two.)
             result.bad += handle_bad_records(
                 self.sink, changes.bad, job.on_error, positions, spec.name
             )
@@ -285,16 +287,14 @@ class ReplayEngine:
 
 
 def decoded_twice(batch: ReplayPlan) -> bool:
-    """Whether a catch-up batch is decoded by the write's own job (marks of its bad records
-    included, ``marked_batch``) instead of once, cached, for a bad-record job and the write:
-    a small batch the driver read, for which planning the cache costs more than decoding again."""
+    """Whether a catch-up batch is decoded by the write's own job (``marked_batch``) instead of
+    once, cached: a small batch the driver read, where planning a cache costs more."""
     return read_by_driver(batch) and batch.span < CACHED_DECODE_OFFSETS
 
 
 CACHED_DECODE_OFFSETS = 5_000
-"""Batches of at least this many offsets are decoded once and cached for the bad-record check and
-the write; below, decoding twice is cheaper than caching (~0.15 s of planning), and the write's
-own job looks for bad records (a Spark job less: ~0.05-0.1 s of a 0.6 s round)."""
+"""Batches of this many offsets or more are decoded once, cached; below, decoding twice is cheaper
+(~0.15 s of planning a cache; the write's own job looks for bad records: a Spark job less)."""
 
 
 __all__ = ["UNAVAILABLE", "ReplayEngine", "ReplayError", "ReplayJob", "TopicResult", "target_table"]

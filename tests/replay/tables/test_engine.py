@@ -20,6 +20,9 @@ from replay.sinks.registry import open_sink
 from replay.tables.engine import ReplayEngine, ReplayJob
 from replay.verify import verify_tables
 from tests.cdc.processor.test_processor import expected_totals, payments, produce
+from tests.replay.tables.crash_trials import rows_of
+from tests.replay.tables.crash_worker import replay_to_end
+from tests.replay.tables.trial_changelog import build_changelog, fold, input_events
 
 TOPIC = "payments.payments_per_customer"
 
@@ -151,3 +154,29 @@ def _changelog_partitions(log: LocalLog) -> list[Any]:
     from cdc.streams.protocol import TopicPartition
 
     return [TopicPartition(TOPIC, p) for p in range(log.partition_count(TOPIC))]
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "delta"])
+def test_a_lone_catch_up_batch_decoded_once_finds_its_truncates(
+    spark: Any, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up of one batch decoded once (cached) finds its truncates in its own decode,
+    not by a read of the stream ahead of it: the table still equals the fold of the input."""
+    monkeypatch.setattr("replay.tables.engine.CACHED_DECODE_OFFSETS", 0)
+    events = input_events(400, seed=21)
+    assert any(e.get("reset") for e in events)
+    changelog = build_changelog(f"local://{tmp_path}/log", "lone", events)
+    suffix = ".duckdb" if kind == "duckdb" else ""
+    layout = changelog.layout(f"{kind}://{tmp_path}/out{suffix}", batch_offsets=1_000_000)
+    sink = open_sink(layout.sink, spark)
+    found: list[object] = []
+
+    def probe(*args: object) -> list[object]:
+        found.append(args)
+        return []
+
+    monkeypatch.setattr("replay.tables.engine.find_truncates", probe)
+    replay_to_end(spark, layout, sink)
+    assert found == []  # the lone batch found them itself
+    assert rows_of(sink, layout.table) == fold(events)
+    sink.close()
