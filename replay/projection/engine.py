@@ -38,14 +38,14 @@ from replay.projection.driver_folds import MemoryProjection, delta_frame, memory
 from replay.projection.store import ProjectionStore, projection_store
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay
-from replay.reading.sources import driver_rows, read_records
+from replay.reading.sources import driver_rows, read_by_driver, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import handle_bad_records
 from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, RejectedRecordsError, Sink
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import SparkSession
 from replay.tables.batches import cut_batches, find_truncates, source_reach, truncates_in
-from replay.tables.engine import ReplayError, decoded_twice
+from replay.tables.engine import ReplayError
 from replay.tables.topic_schema import newest_record, newest_schema, unreadable_tail
 
 _UNKEYED = (None, b"null", b'{"schema":null,"payload":null}')
@@ -219,7 +219,7 @@ class ProjectionEngine:
                     "version of the projection over the new type"
                 )
         decoded = decode_native(records, schema)
-        if decoded_twice(batch):  # as ReplayEngine does
+        if read_by_driver(batch):  # as ReplayEngine does
             if truncates is None:
                 truncates = find_truncates(self.spark, self.stream.url, batch, schema)
             marked = marked_batch(decoded, schema, truncates)

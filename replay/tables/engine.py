@@ -193,7 +193,7 @@ class ReplayEngine:
                 truncates = find_truncates(self.spark, self.stream.url, plan, schema)
                 reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
                 batches = cut_batches(plan, job.batch_offsets, truncates, reach)
-            elif decoded_twice(plan):  # a small plan's truncates are found on the driver
+            elif read_by_driver(plan):  # a plan the driver read: its truncates found there
                 truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             for batch in batches:
                 entry = self._merge(job, spec, schema, batch, result, truncates)
@@ -257,7 +257,9 @@ class ReplayEngine:
         records = read_records(self.spark, self.stream.url, batch)
         cut = job.stop if job.stop.is_source_position else None
         decoded = decode_native(records, schema)
-        cached = not decoded_twice(batch)  # a small one: planning a cache costs more
+        # A batch the driver read is decoded by the write's own job (``marked_batch``), again
+        # only if it holds bad records; one read by the executors is decoded once, cached.
+        cached = not read_by_driver(batch)
         if cached:
             decoded.all.persist()
         try:
@@ -284,17 +286,6 @@ class ReplayEngine:
         finally:
             if cached:
                 decoded.all.unpersist()
-
-
-def decoded_twice(batch: ReplayPlan) -> bool:
-    """Whether a catch-up batch is decoded by the write's own job (``marked_batch``) instead of
-    once, cached: a small batch the driver read, where planning a cache costs more."""
-    return read_by_driver(batch) and batch.span < CACHED_DECODE_OFFSETS
-
-
-CACHED_DECODE_OFFSETS = 5_000
-"""Batches of this many offsets or more are decoded once, cached; below, decoding twice is cheaper
-(~0.15 s of planning a cache; the write's own job looks for bad records: a Spark job less)."""
 
 
 __all__ = ["UNAVAILABLE", "ReplayEngine", "ReplayError", "ReplayJob", "TopicResult", "target_table"]

@@ -31,12 +31,12 @@ def _seats(sink: Any) -> dict[int, int]:
     return {r["id"]: r["seats"] for r in sink.read(TABLE).collect()}
 
 
-@pytest.mark.parametrize("cached_from", [5_000, 0], ids=["decoded-twice", "decoded-once"])
+@pytest.mark.parametrize("driver_reads", ["50000", "0"], ids=["decoded-in-write", "decoded-once"])
 @pytest.mark.parametrize("kind", ["duckdb", "delta"])
 def test_a_bad_record_in_a_catch_up_fails_cleanly_or_is_dead_lettered(
-    spark: Any, tmp_path: Path, kind: str, cached_from: int, monkeypatch: pytest.MonkeyPatch
+    spark: Any, tmp_path: Path, kind: str, driver_reads: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("replay.tables.engine.CACHED_DECODE_OFFSETS", cached_from)
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", driver_reads)
     log = LocalLog.from_url(f"local://{tmp_path}/log")
     topic = SalesTopic(log, partitions=1)
     topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(20))

@@ -48,13 +48,13 @@ def as_totals(rows: list[Any]) -> dict[str, tuple[int, Decimal]]:
     return {r["customer_id"]: (r["payments"], r["total_amount"]) for r in rows}
 
 
-@pytest.mark.parametrize("cached_from", [5_000, 0], ids=["decoded-twice", "decoded-once"])
+@pytest.mark.parametrize("driver_reads", ["50000", "0"], ids=["decoded-in-write", "decoded-once"])
 def test_replay_into_duckdb_and_delta(
-    log: LocalLog, spark: Any, tmp_path: Path, cached_from: int, monkeypatch: pytest.MonkeyPatch
+    log: LocalLog, spark: Any, tmp_path: Path, driver_reads: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Batches the driver read are decoded for the bad-record check and again for the write, or
-    (from ``CACHED_DECODE_OFFSETS`` offsets) once and cached: the tables are the same."""
-    monkeypatch.setattr("replay.tables.engine.CACHED_DECODE_OFFSETS", cached_from)
+    """Batches the driver read are decoded by the write's own job, batches read by the executors
+    (``REPLICATOR_DRIVER_READ_OFFSETS`` 0) once and cached: the tables are the same."""
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", driver_reads)
     first = payments(600, seed=11)
     process(log, first)
     duck = open_sink(f"duckdb://{tmp_path}/mirror.duckdb", spark)
@@ -162,7 +162,7 @@ def test_a_lone_catch_up_batch_decoded_once_finds_its_truncates(
 ) -> None:
     """A catch-up of one batch decoded once (cached) finds its truncates in its own decode,
     not by a read of the stream ahead of it: the table still equals the fold of the input."""
-    monkeypatch.setattr("replay.tables.engine.CACHED_DECODE_OFFSETS", 0)
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", "0")
     events = input_events(400, seed=21)
     assert any(e.get("reset") for e in events)
     changelog = build_changelog(f"local://{tmp_path}/log", "lone", events)
