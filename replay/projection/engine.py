@@ -219,7 +219,7 @@ class ProjectionEngine:
                     "version of the projection over the new type"
                 )
         decoded = decode_native(records, schema)
-        if read_by_driver(batch):  # as ReplayEngine does
+        if read_by_driver(self.stream.url, batch):  # as ReplayEngine does
             if truncates is None:
                 truncates = find_truncates(self.spark, self.stream.url, batch, schema)
             marked = marked_batch(decoded, schema, truncates)

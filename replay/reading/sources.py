@@ -3,10 +3,11 @@
 Every source yields the same columns: ``topic``, ``partition``, ``offset``, ``key`` (binary),
 ``value`` (binary, null for tombstones), ``timestamp_ms``.
 
-A plan of at most ``driver_read_offsets()`` offsets (a ``--follow`` round, a small catch-up) is
-read by the driver through the stream's own protocol and handed to Spark as an Arrow table:
-Spark's Kafka source costs about a second per job in consumer set-up and task scheduling, which
-a replay of a thousand changes would pay in each of its jobs.
+A plan of at most ``driver_read_offsets()`` offsets (a ``--follow`` round, a catch-up) is read
+by the driver through the stream's own protocol and handed to Spark as an Arrow table, unless
+its records hold more than ``driver_read_bytes()``: Spark's Kafka source costs about a second per
+job in consumer set-up and task scheduling, which a replay of a thousand changes would pay in
+each of its jobs, and it reads the stream once per job where the driver reads it once per plan.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -35,7 +36,7 @@ RAW_SCHEMA = T.StructType(
         T.StructField("timestamp_ms", T.LongType(), False),
     ]
 )
-_last_read: tuple[Any, float, list[tuple[Any, ...]]] | None = None
+_last_read: tuple[Any, float, list[tuple[Any, ...]] | None] | None = None
 _last_frame: tuple[list[tuple[Any, ...]], SparkSession, DataFrame] | None = None
 _REUSE_S = 30.0
 
@@ -67,11 +68,20 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
 
 def driver_read_offsets() -> int:
     """Plans of at most this many offsets are read by the driver
-    (``$REPLICATOR_DRIVER_READ_OFFSETS``, default 50,000; 0 reads every plan on the executors)."""
-    return int(os.environ.get("REPLICATOR_DRIVER_READ_OFFSETS", "50000"))
+    (``$REPLICATOR_DRIVER_READ_OFFSETS``, default 100,000; 0 reads every plan on the executors)."""
+    return int(os.environ.get("REPLICATOR_DRIVER_READ_OFFSETS", "100000"))
 
 
-def read_ranges(stream: EventStream, ranges: Sequence[PartitionRange]) -> Iterator[StreamRecord]:
+def driver_read_bytes() -> int:
+    """A driver read stops, and leaves the plan to the executors, past this many bytes of keys
+    and values (``$REPLICATOR_DRIVER_READ_BYTES``, default 384 MiB): the driver holds them
+    about four times over while it hands them to Spark."""
+    return int(os.environ.get("REPLICATOR_DRIVER_READ_BYTES", str(384 << 20)))
+
+
+def read_ranges(
+    stream: EventStream, ranges: Sequence[PartitionRange]
+) -> Generator[StreamRecord, None, None]:
     """The committed records of ``ranges`` through one reader of ``stream`` (partitions
     interleaved, each in offset order)."""
     stops = {r.tp: r.stop for r in ranges if r.span > 0}
@@ -100,36 +110,43 @@ def read_ranges(stream: EventStream, ranges: Sequence[PartitionRange]) -> Iterat
         reader.close()
 
 
-def read_by_driver(plan: ReplayPlan) -> bool:
+def read_by_driver(stream_url: str, plan: ReplayPlan) -> bool:
     """Whether ``read_records`` hands the plan's records over from the driver (a local frame:
     reading it again costs no stream read, so a caller need not cache what it decodes)."""
-    return sum(r.span for r in plan.ranges if r.span > 0) <= driver_read_offsets()
+    return driver_rows(stream_url, plan) is not None
 
 
 def driver_rows(stream_url: str, plan: ReplayPlan) -> list[tuple[Any, ...]] | None:
-    """The RAW_SCHEMA rows of a plan the driver reads (``driver_read_offsets``), else None."""
-    if not read_by_driver(plan):
+    """The RAW_SCHEMA rows of a plan the driver reads (within ``driver_read_offsets`` and
+    ``driver_read_bytes``), else None. The rows of the last read are kept a few seconds: the
+    jobs and checks of one round ask for them again."""
+    ranges = [r for r in plan.ranges if r.span > 0]
+    if sum(r.span for r in ranges) > driver_read_offsets():
         return None
-    return _driver_rows(stream_url, [r for r in plan.ranges if r.span > 0])
-
-
-def _driver_rows(stream_url: str, ranges: list[PartitionRange]) -> list[tuple[Any, ...]]:
-    global _last_read
+    global _last_read, _last_frame
     wanted = (stream_url, tuple((r.tp, r.start, r.stop) for r in ranges))
     fresh = _last_read is not None and time.monotonic() - _last_read[1] < _REUSE_S
     if _last_read is None or _last_read[0] != wanted or not fresh:
-        stream = open_stream(stream_url)
-        try:
-            rows = [
-                (r.topic, r.partition, r.offset, r.key, r.value, r.timestamp_ms)
-                for r in read_ranges(stream, ranges)
-            ]
-        finally:
-            stream.close()
-        # Committed records of a range do not change: the next job of the same replay round
-        # (truncates, then the batch itself) reuses the read, for a few seconds at most.
-        _last_read = (wanted, time.monotonic(), rows)
+        _last_read = _last_frame = None  # the previous round's records go before these come
+        _last_read = (wanted, time.monotonic(), _read_within(stream_url, ranges))
     return _last_read[2]
+
+
+def _read_within(stream_url: str, ranges: list[PartitionRange]) -> list[tuple[Any, ...]] | None:
+    """The rows of ``ranges``; None as soon as they hold more than ``driver_read_bytes``."""
+    budget, rows = driver_read_bytes(), []
+    stream = open_stream(stream_url)
+    records = read_ranges(stream, ranges)
+    try:
+        for r in records:
+            budget -= len(r.value or b"") + len(r.key or b"")
+            if budget < 0:
+                return None
+            rows.append((r.topic, r.partition, r.offset, r.key, r.value, r.timestamp_ms))
+    finally:
+        records.close()
+        stream.close()
+    return rows
 
 
 def _kafka_records(

@@ -193,7 +193,9 @@ class ReplayEngine:
                 truncates = find_truncates(self.spark, self.stream.url, plan, schema)
                 reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
                 batches = cut_batches(plan, job.batch_offsets, truncates, reach)
-            elif read_by_driver(plan):  # a plan the driver read: its truncates found there
+            elif read_by_driver(
+                self.stream.url, plan
+            ):  # a plan the driver read: its truncates found there
                 truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             for batch in batches:
                 entry = self._merge(job, spec, schema, batch, result, truncates)
@@ -259,7 +261,7 @@ class ReplayEngine:
         decoded = decode_native(records, schema)
         # A batch the driver read is decoded by the write's own job (``marked_batch``), again
         # only if it holds bad records; one read by the executors is decoded once, cached.
-        cached = not read_by_driver(batch)
+        cached = not read_by_driver(self.stream.url, batch)
         if cached:
             decoded.all.persist()
         try:

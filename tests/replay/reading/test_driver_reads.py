@@ -12,7 +12,7 @@ from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan
-from replay.reading.sources import driver_rows, read_ranges, read_records
+from replay.reading.sources import driver_rows, read_by_driver, read_ranges, read_records
 
 pytestmark = pytest.mark.integration
 
@@ -76,6 +76,27 @@ def test_driver_and_executor_reads_agree(
             for rec in stream.read(topic, r.tp.partition, r.start, r.stop)
         )  # fmt: skip
         assert len(on_driver) == expected
+
+
+def test_a_plan_past_the_byte_budget_is_read_by_the_executors(
+    spark: Any, stream: EventStream, unique_name: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plan within the offsets the driver reads whose keys and values hold more than
+    ``REPLICATOR_DRIVER_READ_BYTES`` is left to the executors, which read the same records."""
+    topic = unique_name("driver-bytes")
+    _written(stream, topic)
+    plan = _plan(stream, topic, {p: (0, stream.bounds(topic, p).end) for p in range(3)})
+    whole = driver_rows(stream.url, plan)
+    assert whole is not None
+    size = sum(len(r[3] or b"") + len(r[4] or b"") for r in whole)
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_BYTES", str(size - 1))
+    monkeypatch.setattr("replay.reading.sources._last_read", None)  # read again, not reused
+    assert driver_rows(stream.url, plan) is None and not read_by_driver(stream.url, plan)
+    on_executors = sorted(tuple(r) for r in read_records(spark, stream.url, plan).collect())
+    assert on_executors == sorted(whole)
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_BYTES", str(size))
+    monkeypatch.setattr("replay.reading.sources._last_read", None)
+    assert read_by_driver(stream.url, plan) and driver_rows(stream.url, plan) == whole
 
 
 def test_read_ranges_reads_each_range_through_one_reader(
