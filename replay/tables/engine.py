@@ -193,9 +193,7 @@ class ReplayEngine:
                 truncates = find_truncates(self.spark, self.stream.url, plan, schema)
                 reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
                 batches = cut_batches(plan, job.batch_offsets, truncates, reach)
-            elif read_by_driver(
-                self.stream.url, plan
-            ):  # a plan the driver read: its truncates found there
+            elif read_by_driver(self.stream.url, plan):  # its truncates are found on the driver
                 truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             for batch in batches:
                 entry = self._merge(job, spec, schema, batch, result, truncates)
