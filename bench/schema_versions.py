@@ -15,6 +15,7 @@ import argparse
 import json
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -88,7 +89,7 @@ def main() -> None:
                                    Bound(BoundKind.LATEST), {})  # fmt: skip
                 scan_started = time.monotonic()
                 base = ReplayEngine(spark, stream, sink)._schema(topic, declared.get(topic))
-                versions = find_versions(read_records(spark, stream.url, plan), base)
+                versions = find_versions(partial(read_records, spark, stream.url, plan), base)
                 scan = time.monotonic() - scan_started
                 print(json.dumps({"layout": layout, "trial": trial, "seconds": round(seconds, 2),
                                   "scan_s": round(scan, 2), "versions": len(versions),

@@ -20,7 +20,7 @@ holds every version's values, and the schema of each version to decode its own r
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -40,12 +40,13 @@ _known_plans: OrderedDict[tuple[Any, ...], tuple[Any, TopicSchema]] = OrderedDic
 
 
 def schema_in_range(
-    topic: str, records: DataFrame, base: TopicSchema, *, up_to_cut: DataFrame | None = None,
+    topic: str, records: Callable[[], DataFrame], base: TopicSchema, *,
+    up_to_cut: Callable[[], DataFrame] | None = None,
     allow_rewrite: bool = False, rows: Sequence[Sequence[Any]] | None = None,
 ) -> TopicSchema:  # fmt: skip
-    """How ``records`` (a range of ``topic``) decode, given ``base`` from its newest record:
+    """How the ``records()`` (a range of ``topic``) decode, given ``base`` from its newest record:
     ``base`` itself for declared (schemaless) and flat topics, else by ``versioned_schema``;
-    ``up_to_cut``: the records at or before a point-in-time cut, whose newest schema gives the
+    ``up_to_cut()``: the records at or before a point-in-time cut, whose newest schema gives the
     table's columns (later versions still decode, to place their events after the cut);
     ``rows``: the records on the driver, when it read them (see ``version_scan``)."""
     if not base.versioned:
@@ -54,7 +55,7 @@ def schema_in_range(
     versions = find_versions(records, base, numeric_decimals=numeric, rows=rows)
     before = None
     if up_to_cut is not None and len(versions) > 1:
-        seen = up_to_cut.select(schema_hash(F.col("value")).alias("h")).distinct().collect()
+        seen = up_to_cut().select(schema_hash(F.col("value")).alias("h")).distinct().collect()
         before = frozenset(int(row["h"]) for row in seen)
     return versioned_schema(topic, base, versions, allow_rewrite=allow_rewrite, before=before)
 

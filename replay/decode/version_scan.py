@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -71,18 +71,23 @@ def _schema_bytes(value: bytes) -> bytes | None:
 
 
 def find_versions(
-    records: DataFrame, base: TopicSchema, *, numeric_decimals: bool = False,
+    records: Callable[[], DataFrame], base: TopicSchema, *, numeric_decimals: bool = False,
     rows: Sequence[Sequence[Any]] | None = None,
 ) -> list[SchemaVersion]:  # fmt: skip
-    """The distinct value schemas of ``records`` (RAW_SCHEMA), oldest first (by the newest
+    """The distinct value schemas of the ``records()`` (RAW_SCHEMA), oldest first (by the newest
     timestamp at which each is seen); records without a schema are left out. ``rows``: the
-    same records on the driver, when it read them (then scanned there, see the module doc)."""
+    same records on the driver, when it read them (then scanned there, see the module doc, and
+    ``records`` is not called: handing the rows to Spark costs about a second per 100,000)."""
     found = None if rows is None else _scan_rows(rows)
     if found is None:
-        hashed = records.where(F.col("value").isNotNull()).select(
-            schema_hash(F.col("value")).alias("h"),
-            F.struct("timestamp_ms", "partition", "offset").alias("at"),
-            F.col("value"),
+        hashed = (
+            records()
+            .where(F.col("value").isNotNull())
+            .select(
+                schema_hash(F.col("value")).alias("h"),
+                F.struct("timestamp_ms", "partition", "offset").alias("at"),
+                F.col("value"),
+            )
         )
         aggregated = (
             hashed.where(F.col("h") != 0)

@@ -204,7 +204,8 @@ class ProjectionEngine:
         plan, mirror = self.sql_plan(job)
         records = read_records(self.spark, self.stream.url, batch)
         rows = driver_rows(self.stream.url, batch)
-        schema = schema_in_range(job.topic, records, schema, rows=rows)  # each by its own schema
+        # Each record decodes by its own schema.
+        schema = schema_in_range(job.topic, lambda: records, schema, rows=rows)
         missing = [c for c in mirror.all_columns if c not in {s.name for s in schema.columns}]
         if missing:
             raise ProjectionError(
@@ -279,7 +280,7 @@ class ProjectionEngine:
         """Every change of ``plan`` as dicts (table columns, ``__op``, ``__pos``), in order."""
         records = read_records(self.spark, self.stream.url, plan)
         local = driver_rows(self.stream.url, plan)
-        schema = schema_in_range(plan.ranges[0].tp.topic, records, schema, rows=local)
+        schema = schema_in_range(plan.ranges[0].tp.topic, lambda: records, schema, rows=local)
         decoded = decode_native(records, schema)
         handle_bad_records(self.sink, decoded.bad, "fail", plan.stop_positions, "projection")
         columns = [c.name for c in schema.columns]

@@ -127,15 +127,20 @@ class ReplayEngine:
                 if not base.versioned:  # no versions to look for: no Spark source to set up
                     self._schemas[topic] = base
                     continue
-                records = read_records(self.spark, self.stream.url, plan)
-                cut = job.stop.is_source_position  # the columns the table had at the cut
-                self._schemas[topic] = schema_in_range(
-                    topic, records, base, allow_rewrite=job.allow_type_rewrite,
-                    up_to_cut=records_at_or_before(records, job.stop) if cut else None,
-                    rows=driver_rows(self.stream.url, plan),
-                )  # fmt: skip
+                self._schemas[topic] = self._versions(job, topic, plan, base)
         self._straddling = self._straddling_transactions(job, plans)
         return [self._run_topic(job, topic, plan) for topic, plan in plans.items()]
+
+    def _versions(
+        self, job: ReplayJob, topic: str, plan: ReplayPlan, base: TopicSchema
+    ) -> TopicSchema:
+        """``schema_in_range`` of the plan; its records' Spark frame is built only if needed."""
+        records = partial(read_records, self.spark, self.stream.url, plan)
+        return schema_in_range(
+            topic, records, base, allow_rewrite=job.allow_type_rewrite,
+            up_to_cut=(lambda: records_at_or_before(records(), job.stop))  # the cut's columns
+            if job.stop.is_source_position else None, rows=driver_rows(self.stream.url, plan),
+        )  # fmt: skip
 
     def transaction_tail(self, job: ReplayJob, plans: Mapping[str, ReplayPlan]) -> TransactionTail:
         """``plans`` cut back before the source transactions not whole yet at the tail."""
