@@ -5,7 +5,7 @@ A round that finds new events is followed at once by the next; one that finds no
 stayed busy (:class:`~cdc.errors.UnavailableError`: the broker down or restarting, the DuckDB
 file held by another process) is retried after a back-off that doubles from
 ``RETRY_FIRST_S`` up to ``RETRY_MAX_S``, with one line on stderr per failure (a Spark job failed
-by its Kafka source not reaching the brokers counts too: ``replay.spark.kafka_source_error``;
+by its Kafka source not reaching the brokers counts too: ``replay.reading.kafka_source_errors``;
 a one-off run stops on it with that one line instead of a Java trace). A login the brokers
 refuse (:class:`~cdc.errors.LoginRefusedError`) stops the command at once unless a round has
 succeeded before: then the credentials worked, and their service (LDAP, Kerberos, an OAuth
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from cdc.errors import LoginRefusedError, UnavailableError, one_line
-from replay.spark import kafka_source_error
+from replay.reading.kafka_source_errors import kafka_source_error
 
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 30.0

@@ -39,6 +39,9 @@ RAW_SCHEMA = T.StructType(
 _last_read: tuple[Any, float, list[tuple[Any, ...]] | None] | None = None
 _last_frame: tuple[list[tuple[Any, ...]], SparkSession, DataFrame] | None = None
 _REUSE_S = 30.0
+_SPREAD_ROWS, _SPREAD_BYTES = 20_000, 16 << 20
+"""From this many records, or values of this many bytes, a driver read is handed to Spark spread
+over the cores (``local_frame``): decoded by a job, not interpreted by the optimizer."""
 
 
 def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> DataFrame:
@@ -52,7 +55,8 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
         # The same read's frame again (each job of a round asks): handing 10,000 records to
         # the JVM costs ~0.15 s each time.
         if _last_frame is None or _last_frame[0] is not local or _last_frame[1] is not spark:
-            _last_frame = (local, spark, local_frame(spark, local, RAW_SCHEMA))
+            spread = spark.sparkContext.defaultParallelism if _worth_spreading(local) else 0
+            _last_frame = (local, spark, local_frame(spark, local, RAW_SCHEMA, spread=spread))
         return _last_frame[2]
     parts = urlsplit(stream_url)
     scheme = parts.scheme
@@ -64,6 +68,14 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
 
         return local_log_records(spark, stream_url, ranges)
     raise ValueError(f"no Spark source for stream {stream_url!r} (kafka:// or local://)")
+
+
+def _worth_spreading(rows: list[tuple[Any, ...]]) -> bool:
+    # Measured on Connect-JSON values of 3.4 KB, 2 cores: 3,000 records are handed over faster
+    # as a local relation, 5,000 about as fast either way, 10,000 0.3 s faster spread.
+    if len(rows) >= _SPREAD_ROWS:
+        return True
+    return len(rows) * 200 >= _SPREAD_BYTES and sum(len(r[4] or b"") for r in rows) >= _SPREAD_BYTES
 
 
 def driver_read_offsets() -> int:

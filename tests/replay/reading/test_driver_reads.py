@@ -99,6 +99,33 @@ def test_a_plan_past_the_byte_budget_is_read_by_the_executors(
     assert read_by_driver(stream.url, plan) and driver_rows(stream.url, plan) == whole
 
 
+def test_many_records_are_handed_over_spread_over_the_cores(
+    spark: Any, stream: EventStream, unique_name: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From ``_SPREAD_ROWS`` records a driver read reaches Spark as one partition per core, not
+    as a local relation (which the optimizer would decode on the driver); the same records, and
+    the session's Arrow settings as they were."""
+    topic = unique_name("driver-spread")
+    _written(stream, topic)
+    plan = _plan(stream, topic, {p: (0, stream.bounds(topic, p).end) for p in range(3)})
+    settings = ("spark.sql.execution.arrow.localRelationThreshold",
+                "spark.sql.execution.arrow.maxRecordsPerBatch")  # fmt: skip
+    before = [spark.conf.get(key) for key in settings]
+    shapes = {}
+    for spread_rows in (10**9, 10):
+        monkeypatch.setattr("replay.reading.sources._SPREAD_ROWS", spread_rows)
+        monkeypatch.setattr("replay.reading.sources._last_frame", None)  # hand over again
+        frame = read_records(spark, stream.url, plan)
+        plan_text = frame._jdf.queryExecution().optimizedPlan().toString()
+        shapes[spread_rows] = ("LocalRelation" in plan_text, frame.rdd.getNumPartitions())
+        assert sorted(tuple(r) for r in frame.collect()) == sorted(
+            driver_rows(stream.url, plan) or []
+        )
+    assert shapes[10**9][0] and not shapes[10][0]
+    assert shapes[10][1] == spark.sparkContext.defaultParallelism
+    assert [spark.conf.get(key) for key in settings] == before
+
+
 def test_read_ranges_reads_each_range_through_one_reader(
     stream: EventStream, unique_name: Any
 ) -> None:

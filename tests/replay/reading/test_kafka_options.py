@@ -20,10 +20,10 @@ from projections.change_ops import RowChange
 from replay.cli.follow import follow_rounds
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.kafka_options import java_client_options
+from replay.reading.kafka_source_errors import KafkaSourceRefusedError, kafka_source_error
 from replay.reading.plan import ReplayPlan, plan_replay
 from replay.reading.sources import read_records
 from replay.sinks import duckdb_files
-from replay.spark import KafkaSourceRefusedError, kafka_source_error
 from tests.replay.cli.test_live_duckdb_readers import sale_row
 from tests.replay.cli.test_user_errors import replicator
 from tests.replay.projection.workload import SALES, SalesTopic

@@ -11,9 +11,9 @@ import pytest
 from cdc.errors import UnavailableError
 from cdc.streams.protocol import TopicPartition
 from replay.cli.follow import follow_rounds
+from replay.reading.kafka_source_errors import KafkaSourceUnavailableError, kafka_source_error
 from replay.reading.plan import PartitionRange
 from replay.reading.sources import _kafka_records
-from replay.spark import KafkaSourceUnavailableError, kafka_source_error
 
 pytestmark = pytest.mark.integration
 
