@@ -166,6 +166,9 @@ class DuckDBStore:
     def _merge_sql(self, spec: TableSpec, data: list[str]) -> str:
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in spec.primary_key)
         cols = [*data, POS]
+        # Keys are equal where matched: an UPDATE that sets an indexed column is a delete and
+        # an insert in DuckDB, ~100x slower on a stored table (20,000 rows: 10 s, not 0.1 s).
+        sets = [c for c in cols if c not in spec.primary_key]
         tombs = quote(rules.tombstones_table(spec.name))
         return (
             f"MERGE INTO {quote(spec.name)} t USING (SELECT * FROM (SELECT b.*,"
@@ -174,7 +177,7 @@ class DuckDBStore:
             + f") WHERE {rules.NOT_TOMBSTONED}) s ON ({on})"
             f" WHEN MATCHED AND {rules.DELETE_WHEN} THEN DELETE"
             f" WHEN MATCHED AND {rules.UPDATE_WHEN} THEN UPDATE SET "
-            + ", ".join(f"{quote(c)} = s.{quote(c)}" for c in cols)
+            + ", ".join(f"{quote(c)} = s.{quote(c)}" for c in sets)
             + f" WHEN NOT MATCHED AND {rules.INSERT_WHEN} THEN INSERT ("
             + ", ".join(quote(c) for c in cols)
             + ") VALUES ("

@@ -91,7 +91,7 @@ class MirrorSql:
         """Bring the mirror to the batch: newer changes win, deletes leave tombstones."""
         columns = (*self.all_columns, POS)
         deleted = f"{quote('__s')}.{quote(OP)} = '{OP_DELETE}'"
-        sets = ", ".join(f"{quote(c)} = {quote('__s')}.{quote(c)}" for c in columns)
+        sets = ", ".join(f"{quote(c)} = {quote('__s')}.{quote(c)}" for c in (*self.columns, POS))
         names = ", ".join(quote(c) for c in (*columns, DELETED))
         values = ", ".join(f"{quote('__s')}.{quote(c)}" for c in columns)
         return render(
