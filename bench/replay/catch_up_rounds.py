@@ -1,7 +1,7 @@
 """Catch-up rounds of a schemaless changelog: seconds per round, the final table checked.
 
     .venv/bin/python -m bench.replay.catch_up_rounds [--round-events 60000] [--rounds 5]
-        [--keys 20000] [--sink duckdb|delta] [--partitions 2]
+        [--keys 20000] [--sink duckdb|delta] [--partitions 2] [--phases]
 
 Starts a broker, produces ``--round-events * (--rounds + 1)`` events of the replay benchmark's
 changelog (``bench.replay.changelog``: the processor's own change events without a schema,
@@ -11,6 +11,7 @@ from the first slice of every partition, then catches up one slice per round
 pause. Each key changes ``--round-events / --keys`` times per round. Prints each round's mode,
 offsets and seconds as one JSON line, then checks the final table against the generator's
 summary (rows, sum of payments, sum of amounts): a round that is fast but wrong fails the run.
+``--phases`` prints after each round the time of each engine step (``bench.replay.round_phases``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from bench.replay.changelog import TOPIC, declared_spec, produce
 from bench.replay.follow_latency import fresh_stream
+from bench.replay.round_phases import PhaseTimers
 from cdc.streams.protocol import TopicPartition
 from replay.reading.bounds import Bound, BoundKind
 from replay.sinks.registry import open_sink
@@ -39,6 +41,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=20_000)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--sink", choices=("duckdb", "delta"), default="duckdb")
+    parser.add_argument("--phases", action="store_true", help="time engine steps per round")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-catch-up-"))
     try:
@@ -50,6 +53,9 @@ def main() -> None:
             suffix = ".duckdb" if args.sink == "duckdb" else ""
             sink = open_sink(f"{args.sink}://{work}/out{suffix}", spark)
             engine = ReplayEngine(spark, stream, sink)
+            phases = PhaseTimers() if args.phases else None
+            if phases is not None:
+                phases.install(spark)
             ends = [stream.bounds(TOPIC, p).end for p in range(args.partitions)]
             slices = args.rounds + 1
             table = ""
@@ -64,12 +70,16 @@ def main() -> None:
                     stop=Bound(BoundKind.OFFSETS, offsets=stop),
                     declared={TOPIC: declared_spec()},
                 )
+                if phases is not None:
+                    phases.clear()
                 started = time.monotonic()
                 (result,) = engine.run(job)
                 seconds = time.monotonic() - started
                 table = result.table
                 print(json.dumps({"round": round_, "mode": result.mode, "offsets": result.span,
                                   "seconds": round(seconds, 2)}), flush=True)  # fmt: skip
+                if phases is not None:
+                    phases.report(1)
             got = (
                 sink.read(table)
                 .agg(F.count(F.lit(1)), F.sum("payments"), F.sum(F.col("total_amount") * 100))

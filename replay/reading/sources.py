@@ -8,6 +8,9 @@ by the driver through the stream's own protocol and handed to Spark as an Arrow 
 its records hold more than ``driver_read_bytes()``: Spark's Kafka source costs about a second per
 job in consumer set-up and task scheduling, which a replay of a thousand changes would pay in
 each of its jobs, and it reads the stream once per job where the driver reads it once per plan.
+A read of many records is handed over spread over the cores (``local_frame``), since Spark's
+optimizer evaluates the operators over a small hand-off (a local relation) on the driver,
+interpreted.
 """
 
 from __future__ import annotations
