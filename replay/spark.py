@@ -16,7 +16,8 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "Window",
     "driver_heap_bytes",
     "local_frame",
+    "session_confs",
     "spark_session",
 ]
 
@@ -192,22 +194,32 @@ def local_frame(
     )
     if not spread or not rows:
         return spark.createDataFrame(table, schema)
-    # Read when the frame is made (``ArrowConverters.toDataFrame``): set for this hand-off only.
-    settings = {
+    # Both read when the frame is made (``ArrowConverters.toDataFrame``): set for it only.
+    with session_confs(spark, {
         "spark.sql.execution.arrow.localRelationThreshold": "0",
         "spark.sql.execution.arrow.maxRecordsPerBatch": str(-(-len(rows) // spread)),
-    }
-    before = {key: spark.conf.get(key) for key in settings}
-    try:
-        for key, value in settings.items():
-            spark.conf.set(key, value)
+    }):  # fmt: skip
         return spark.createDataFrame(table, schema)
-    finally:
-        for key, old in before.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
+
+
+_SESSION_CONFS = threading.RLock()  # a command may build a frame that sets its own
+
+
+@contextmanager
+def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
+    """Set session confs for one command, then restore them (the session is shared)."""
+    with _SESSION_CONFS:
+        saved = {key: spark.conf.get(key, None) for key in confs}
+        for key, value in confs.items():
+            spark.conf.set(key, value)
+        try:
+            yield
+        finally:
+            for key, old in saved.items():
+                if old is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, old)
 
 
 class ColumnList:

@@ -41,7 +41,6 @@ from replay.sinks.delta_sink import (
     TXN_VERSION,
     USER_METADATA,
     DeltaSink,
-    _session_confs,
 )
 from replay.sinks.ledger import encode_metadata, plan_positions
 from replay.sinks.protocol import (
@@ -55,7 +54,7 @@ from replay.sinks.protocol import (
     RejectedRecordsError,
 )
 from replay.sinks.sql_projection import MirrorSql
-from replay.spark import DataFrame, F
+from replay.spark import DataFrame, F, session_confs
 
 REGISTRY_DIR = "_replicator_projections"
 _BATCH, _SIGNED, _ROWS = "__projection_batch", "__projection_signed", "__projection_rows"
@@ -106,7 +105,7 @@ class DeltaProjectionStore:
         return latest_version(self.root / table) is not None
 
     def _restore(self, table: str, version: int, metadata: str) -> None:
-        with _session_confs(self.spark, {USER_METADATA: metadata}):
+        with session_confs(self.spark, {USER_METADATA: metadata}):
             self.sql(f"RESTORE TABLE {_quote(table)} TO VERSION AS OF {version}", [table])
 
     def _plan(self, table: str, positions: Positions) -> tuple[int, str] | None:
@@ -148,7 +147,7 @@ class DeltaProjectionStore:
         def run(statement: str) -> DataFrame:
             return self.sql(statement, tables)
 
-        with _session_confs(self.spark, {USER_METADATA: meta}):
+        with session_confs(self.spark, {USER_METADATA: meta}):
             if not self._has_commit(mirror.table):  # (IF NOT EXISTS costs a statement's analysis)
                 run(mirror.create_sql(_BATCH, SPARK))
             if truncated:
@@ -163,7 +162,7 @@ class DeltaProjectionStore:
         *value_merges, master_merge = plan.apply_statements(_SIGNED, SPARK)
         if truncated:  # the master's reset and merge in its one ledger commit (module doc)
             master_merge = plan.overwrite_statement(_SIGNED, SPARK)
-        with _session_confs(self.spark, {USER_METADATA: meta}):
+        with session_confs(self.spark, {USER_METADATA: meta}):
             resets = plan.reset_statements(SPARK)[1:] if truncated else []
             for statement in [*resets, *value_merges]:
                 run(statement)
@@ -176,13 +175,13 @@ class DeltaProjectionStore:
     ) -> None:
         app = f"replicator-projection/{table}"
         confs = {USER_METADATA: meta, TXN_APP_ID: app, TXN_VERSION: str(seq)}
-        with _session_confs(self.spark, confs):
+        with session_confs(self.spark, confs):
             self.sql(statement, tables)
         if self._committed(table, meta) is None:
             # Delta writes no commit for a MERGE that changes nothing: record the positions
             # with an empty append (one commit, same id and metadata; Delta skips it too when a
             # racing twin already committed this txnVersion).
-            with _session_confs(self.spark, confs):
+            with session_confs(self.spark, confs):
                 self.sql(f"INSERT INTO {_quote(table)} SELECT * FROM {_quote(table)} LIMIT 0",
                          [table])  # fmt: skip
 

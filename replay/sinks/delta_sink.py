@@ -23,9 +23,6 @@ a crash may be batched differently, and Delta would then wrongly skip its new to
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -57,13 +54,12 @@ from replay.sinks.protocol import (
     RejectedRecordsError,
     TableSpec,
 )
-from replay.spark import Column, DataFrame, F, SparkSession
+from replay.spark import Column, DataFrame, F, SparkSession, session_confs
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # The session confs are process-wide state of the shared SparkSession: one writer at a time.
-_SESSION_CONFS = threading.Lock()
 
 
 class DeltaSink:
@@ -180,7 +176,7 @@ class DeltaSink:
         if not self._exists(rules.tombstones_table(spec.name)):
             self._overwrite(rules.tombstones_table(spec.name), deleted, meta, None)
             return
-        with _session_confs(self.spark, {USER_METADATA: meta}):
+        with session_confs(self.spark, {USER_METADATA: meta}):
             (
                 DeltaTable.forPath(self.spark, path)
                 .alias("t")
@@ -208,7 +204,7 @@ class DeltaSink:
         source = self._applicable(spec, changes) if remembered else changes
         values: dict[str, str | Column] = {_quote(c): f"s.{_quote(c)}" for c in [*data, POS]}
         confs = {TXN_APP_ID: _app_id(spec.name), TXN_VERSION: str(seq), USER_METADATA: meta}
-        with _session_confs(self.spark, confs):
+        with session_confs(self.spark, confs):
             (
                 DeltaTable.forPath(self.spark, self._path(spec.name))
                 .alias("t")
@@ -280,20 +276,3 @@ def _col(name: str) -> Column:
 
 def _on(spec: TableSpec) -> str:
     return " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in spec.primary_key)
-
-
-@contextmanager
-def _session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[None]:
-    """Set session confs for one Delta command, then restore them (the session is shared)."""
-    with _SESSION_CONFS:
-        saved = {key: spark.conf.get(key, None) for key in confs}
-        for key, value in confs.items():
-            spark.conf.set(key, value)
-        try:
-            yield
-        finally:
-            for key, old in saved.items():
-                if old is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, old)
