@@ -59,7 +59,6 @@ from replay.spark import Column, DataFrame, F, SparkSession, session_confs
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-# The session confs are process-wide state of the shared SparkSession: one writer at a time.
 
 
 class DeltaSink:

@@ -122,7 +122,8 @@ def test_many_records_are_handed_over_spread_over_the_cores(
             driver_rows(stream.url, plan) or []
         )
     assert shapes[10**9][0] and not shapes[10][0]
-    assert shapes[10][1] == spark.sparkContext.defaultParallelism
+    cores, rows = spark.sparkContext.defaultParallelism, len(driver_rows(stream.url, plan) or [])
+    assert shapes[10][1] == -(-rows // -(-rows // cores))  # batches of ceil(rows / cores) rows
     assert [spark.conf.get(key) for key in settings] == before
 
 
