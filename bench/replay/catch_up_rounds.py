@@ -26,10 +26,12 @@ from pathlib import Path
 from bench.replay.changelog import TOPIC, declared_spec, produce
 from bench.replay.follow_latency import fresh_stream
 from bench.replay.round_phases import PhaseTimers
+from bench.replay.run import checked
+from bench.replay.spark_worker import table_check
 from cdc.streams.protocol import TopicPartition
 from replay.reading.bounds import Bound, BoundKind
 from replay.sinks.registry import open_sink
-from replay.spark import F, spark_session
+from replay.spark import spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
 
 
@@ -44,6 +46,7 @@ def main() -> None:
     parser.add_argument("--phases", action="store_true", help="time engine steps per round")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-catch-up-"))
+    verdict = "not checked"
     try:
         with fresh_stream("kafka", work) as stream:
             bootstrap = stream.url.removeprefix("kafka://")
@@ -80,19 +83,13 @@ def main() -> None:
                                   "seconds": round(seconds, 2)}), flush=True)  # fmt: skip
                 if phases is not None:
                     phases.report(1)
-            got = (
-                sink.read(table)
-                .agg(F.count(F.lit(1)), F.sum("payments"), F.sum(F.col("total_amount") * 100))
-                .first()
-            )
-            assert got is not None
-            found = (int(got[0]), int(got[1] or 0), int(got[2] or 0))
-            expected = (summary.rows, summary.payments, summary.cents)
-            print(json.dumps({"check": "ok" if found == expected else
-                              f"DIFFERS: got {found}, expected {expected}"}))  # fmt: skip
+            verdict = checked({"table": table_check(sink.read(table))}, summary)
+            print(json.dumps({"check": verdict}), flush=True)
             sink.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if verdict != "ok":
+        raise SystemExit(f"the final table differs from the generator's: {verdict}")
 
 
 if __name__ == "__main__":

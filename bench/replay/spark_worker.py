@@ -41,7 +41,8 @@ from replay.spark import Column, DataFrame, F, SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
 
 
-def _table_check(frame: DataFrame) -> dict[str, int]:
+def table_check(frame: DataFrame) -> dict[str, int]:
+    """What ``run.checked`` compares with the generator's summary: rows, payments, cents."""
     row = frame.agg(
         F.count(F.lit(1)), F.sum("payments"), F.sum(F.col("total_amount") * 100)
     ).first()
@@ -143,7 +144,7 @@ def ours(
         (result,) = engine.run(job)
         out[f"{run}seconds"] = time.monotonic() - started
         assert result.mode == "rebuild", result
-        out[f"{run}table"] = _table_check(sink.read(result.table))
+        out[f"{run}table"] = table_check(sink.read(result.table))
         sink.close()
     return {**out, "mode": "rebuild"}
 
@@ -204,7 +205,7 @@ def spark_merge(spark: SparkSession, spec: dict[str, Any]) -> dict[str, Any]:
     query.awaitTermination()
     seconds = time.monotonic() - started
     batches = len(query.recentProgress)
-    table = _table_check(spark.read.format("delta").load(path))
+    table = table_check(spark.read.format("delta").load(path))
     return {"seconds": seconds, "table": table, "batches": batches}
 
 
