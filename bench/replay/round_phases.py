@@ -17,6 +17,7 @@ from typing import Any
 from replay.sinks import duckdb_files
 from replay.sinks.delta_projection import DeltaProjectionStore
 from replay.sinks.delta_sink import DeltaSink
+from replay.sinks.delta_tombstones import DeltaTombstones
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.duckdb_store import DuckDBStore
 from replay.spark import SparkSession
@@ -36,7 +37,8 @@ _SINK_STEPS = (
     (DeltaSink, "merge", "delta: merge, all of it"),
     (DeltaSink, "_plan", "delta: ledger read (plan)"),
     (DeltaSink, "_committed", "delta: ledger read (committed)"),
-    (DeltaSink, "_merge_tombstones", "delta: tombstones MERGE"),
+    (DeltaTombstones, "remember", "delta: tombstones append"),
+    (DeltaTombstones, "newest", "delta: tombstones read (plan)"),
     (DeltaSink, "_merge_table", "delta: table MERGE"),
     (DeltaSink, "_applicable", "delta: tombstone join (plan)"),
     (DeltaProjectionStore, "apply_sql", "delta projection: batch, all of it"),

@@ -13,12 +13,11 @@ same ``seq`` (Delta 4.4's MERGE honours the ``spark.databricks.delta.write.txnAp
 session confs; the sink sets them, with the commit's ``userMetadata``, only around its own MERGE).
 
 Merges touch two tables, ``<table>__tombstones`` first and the table second, because Delta has no
-multi-table transactions. That order is safe: tombstones are facts derived from the stream (the
-newest delete position per key), written by an idempotent max-position MERGE, so a crash between
-the two commits only leaves tombstones the retried batch re-derives anyway, while the table and
-its ledger stay at the previous entry (for a replace or truncate, tombstones already cleared,
-which the retry clears again). The tombstone commit deliberately carries no txn id: a retry after
-a crash may be batched differently, and Delta would then wrongly skip its new tombstones.
+multi-table transactions. That order is safe: tombstones are facts derived from the stream (a
+delete's key and position, appended blind and read as the newest position per key:
+:mod:`replay.sinks.delta_tombstones`), so a crash between the two commits only leaves tombstones
+the retried batch re-derives anyway, while the table and its ledger stay at the previous entry
+(for a replace or truncate, tombstones already cleared, which the retry clears again).
 """
 
 from __future__ import annotations
@@ -30,12 +29,8 @@ from delta.tables import DeltaTable
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
 from replay.sinks.delta_evolution import check_casts, evolved_rows
-from replay.sinks.delta_log import (
-    commit_versions,
-    data_file_count,
-    latest_version,
-    read_ledger,
-)
+from replay.sinks.delta_log import commit_versions, latest_version, read_ledger
+from replay.sinks.delta_tombstones import DeltaTombstones
 from replay.sinks.ledger import (
     VersionUnavailableError,
     encode_metadata,
@@ -104,7 +99,7 @@ class DeltaSink:
         empty = self.spark.createDataFrame(
             [], rows.select(*map(_col, spec.primary_key), POS).schema
         )
-        self._overwrite(rules.tombstones_table(spec.name), empty, meta, None)
+        self._tombstones(spec).replace(empty, meta)
         self._overwrite(spec.name, rows, meta, seq)
         return self._committed(spec.name, meta, base)
 
@@ -132,17 +127,17 @@ class DeltaSink:
             deleted = changes.filter(F.col(OP) == OP_DELETE).select(
                 *map(_col, spec.primary_key), POS
             )
+            tombstones = self._tombstones(spec)
             if truncated or not self._exists(spec.name):
                 upserts = changes.filter(F.col(OP) == OP_UPSERT).select(*map(_col, [*data, POS]))
-                self._overwrite(rules.tombstones_table(spec.name), deleted, meta, None)
+                tombstones.replace(deleted, meta)
                 self._overwrite(spec.name, upserts, meta, seq)
             else:
                 # A batch holds one change per key, so its upserts can only be older than the
                 # deletes of earlier batches: with none remembered, the MERGE needs no join.
-                tombstones = rules.tombstones_table(spec.name)
-                remembered = data_file_count(self.root / tombstones) != 0
-                if deletes or not self._exists(tombstones):
-                    self._merge_tombstones(spec, deleted, meta)
+                remembered = tombstones.remembered()
+                if deletes or not tombstones.exists():
+                    tombstones.remember(deleted, meta)
                 current = self.spark.read.format("delta").load(self._path(spec.name))
                 wanted = [(f.name, f.dataType) for f in changes.select(*map(_col, data)).schema]
                 if [(f.name, f.dataType) for f in current.drop(POS).schema] != wanted:
@@ -169,29 +164,12 @@ class DeltaSink:
     def close(self) -> None:
         """Nothing to release: the SparkSession belongs to the caller."""
 
-    def _merge_tombstones(self, spec: TableSpec, deleted: DataFrame, meta: str) -> None:
-        """Raise each deleted key's tombstone to the delete's position (idempotent)."""
-        path = self._path(rules.tombstones_table(spec.name))
-        if not self._exists(rules.tombstones_table(spec.name)):
-            self._overwrite(rules.tombstones_table(spec.name), deleted, meta, None)
-            return
-        with session_confs(self.spark, {USER_METADATA: meta}):
-            (
-                DeltaTable.forPath(self.spark, path)
-                .alias("t")
-                .merge(deleted.alias("s"), _on(spec))
-                .whenMatchedUpdate(rules.NEWER_THAN_ROW, {POS: f"s.{POS}"})
-                .whenNotMatchedInsertAll()
-                .execute()
-            )
+    def _tombstones(self, spec: TableSpec) -> DeltaTombstones:
+        return DeltaTombstones(self.spark, self.root, spec)
 
     def _applicable(self, spec: TableSpec, changes: DataFrame) -> DataFrame:
         """The batch minus upserts older than their key's tombstone."""
-        tombstones = (
-            self.spark.read.format("delta")
-            .load(self._path(rules.tombstones_table(spec.name)))
-            .select(*map(_col, spec.primary_key), F.col(POS).alias(rules.TOMBSTONE_POS))
-        )
+        tombstones = self._tombstones(spec).newest()
         return changes.join(tombstones, list(spec.primary_key), "left").filter(rules.NOT_TOMBSTONED)
 
     def _merge_table(

@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from replay.sinks import delta_tombstones
 from replay.sinks.delta_log import commit_versions, data_file_count, latest_version
 from replay.sinks.delta_sink import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaSink
+from replay.sinks.delta_tombstones import DeltaTombstones
 from replay.sinks.ledger import VersionUnavailableError, encode_metadata
 from replay.sinks.merge_rules import tombstones_table
 from tests.replay.sinks.batches import P0, SPEC, SinkFactory, delete, row, snapshot, upsert
@@ -24,6 +26,12 @@ def _delta(make_sink: SinkFactory) -> DeltaSink:
 
 
 def _tombstones(spark: Any, sink: DeltaSink) -> list[tuple[Any, ...]]:
+    """The newest delete position per key, as the table's MERGE reads them."""
+    newest = DeltaTombstones(spark, sink.root, SPEC).newest()
+    return sorted(tuple(r) for r in newest.collect())
+
+
+def _stored_tombstones(spark: Any, sink: DeltaSink) -> list[tuple[Any, ...]]:
     path = str(sink.root / tombstones_table(SPEC.name))
     return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
 
@@ -51,6 +59,8 @@ def test_crash_between_tombstones_and_table_then_retry(
     assert entry is not None and entry.positions == {P0: 7}
     assert snapshot(sink) == [row(2, "b2"), row(3, "c")]
     assert _tombstones(spark, sink) == [(1, "00000005")]
+    # The retry appended the same fact again: harmless, the MERGE reads the newest per key.
+    assert _stored_tombstones(spark, sink) == [(1, "00000005"), (1, "00000005")]
     assert sink.merge(SPEC, batch, {P0: 7}) is None
     assert [e.positions for e in sink.history(SPEC.name)] == [{P0: 2}, {P0: 7}]
     # The shared session's confs are back as they were, after the failure and the success.
@@ -179,3 +189,23 @@ def test_the_merge_joins_tombstones_only_once_a_delete_is_remembered(
     sink.merge(SPEC, changes(upsert(2, "late", 3), upsert(3, "c", 5)), {P0: 6})
     assert joins == [SPEC.name]
     assert snapshot(sink) == [row(1, "a2"), row(3, "c")]
+
+
+def test_tombstones_are_appended_and_folded_to_one_row_per_key_once_grown(
+    spark: Any, make_sink: SinkFactory, changes: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delta_tombstones, "FOLD_AFTER_FILES", 2)
+    sink = _delta(make_sink)
+    tombstones = sink.root / tombstones_table(SPEC.name)
+    sink.merge(SPEC, changes(upsert(1, "a", 1), upsert(2, "b", 2)), {P0: 2})
+    sink.merge(SPEC, changes(delete(1, 3)), {P0: 3})
+    sink.merge(SPEC, changes(delete(1, 5), delete(2, 4)), {P0: 5})
+    assert data_file_count(tombstones) == 2  # one blind append per batch with deletes
+    assert _stored_tombstones(spark, sink) == [(1, "00000003"), (1, "00000005"), (2, "00000004")]
+    assert _tombstones(spark, sink) == [(1, "00000005"), (2, "00000004")]
+    sink.merge(SPEC, changes(delete(2, 6), upsert(3, "c", 6)), {P0: 6})  # a third file: folded
+    assert data_file_count(tombstones) == 1
+    assert _stored_tombstones(spark, sink) == [(1, "00000005"), (2, "00000006")]
+    # Late older upserts of both keys stay out; a newer one of key 1 comes back.
+    sink.merge(SPEC, changes(upsert(1, "new", 7), upsert(2, "late", 5)), {P0: 7})
+    assert snapshot(sink) == [row(1, "new"), row(3, "c")]
