@@ -170,6 +170,8 @@ class DeltaSink:
     def _applicable(self, spec: TableSpec, changes: DataFrame) -> DataFrame:
         """The batch minus upserts older than their key's tombstone."""
         tombstones = self._tombstones(spec).newest()
+        if tombstones is None:
+            return changes
         return changes.join(tombstones, list(spec.primary_key), "left").filter(rules.NOT_TOMBSTONED)
 
     def _merge_table(

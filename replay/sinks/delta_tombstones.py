@@ -3,7 +3,7 @@
 A tombstone is a fact derived from the stream: key ``k`` was deleted at position ``p``. What the
 table's MERGE needs is the newest such position per key, so the tombstone table may hold any
 number of rows per key and is read folded (``max(__pos)`` per key). Remembering a batch's deletes
-is then one blind append (no scan of the tombstones, no join: ~0.3 s where a max-position MERGE
+is then one blind append (no scan of the tombstones, no join: ~0.4 s where a max-position MERGE
 took 1.3-1.6 s of a 30,000-change round, ``bench/README.md``), and a retried batch that appends
 the same deletes again changes nothing a reader sees. Once the table holds more than
 ``FOLD_AFTER_FILES`` data files it is rewritten folded, one row per key, in one overwrite commit.
@@ -37,7 +37,8 @@ class DeltaTombstones:
         return (self.dir / "_delta_log").is_dir()
 
     def remembered(self) -> bool:
-        """Whether any delete is remembered (an empty or unknown table counts as remembering)."""
+        """Whether any delete is remembered (an absent table, or one whose file count is not
+        known, counts as remembering)."""
         return data_file_count(self.dir) != 0
 
     def replace(self, deleted: DataFrame, meta: str) -> None:
@@ -51,21 +52,34 @@ class DeltaTombstones:
             return
         stored = self._stored()
         if _shape(stored) != _shape(deleted):
-            if sorted(stored.columns) != sorted(deleted.columns):  # another key: old facts moot
+            if not self._keyed_alike(stored):  # the primary key changed: the old facts are moot
                 self.replace(deleted, meta)
                 return
-            # A key column retyped (widened): the stored facts folded into the new types.
-            retyped = [_col(f.name).cast(f.dataType).alias(f.name) for f in deleted.schema]
-            self.replace(self._folded(stored.select(*retyped).unionByName(deleted), POS), meta)
+            # A key column retyped: the stored facts folded into the new types. A key the new
+            # type cannot hold (narrowed) can never match a row again: its tombstone goes.
+            uncastable = F.lit(False)
+            for field in deleted.schema:
+                value = _col(field.name)
+                uncastable |= value.isNotNull() & value.try_cast(field.dataType).isNull()
+            kept = stored.where(~uncastable).select(
+                *(_col(f.name).cast(f.dataType).alias(f.name) for f in deleted.schema)
+            )
+            self.replace(self._folded(kept.unionByName(deleted), POS), meta)
             return
         self._write(deleted.coalesce(1), "append", meta)
         files = data_file_count(self.dir)
         if files is not None and files > FOLD_AFTER_FILES:
             self.replace(self._folded(self._stored(), POS), meta)
 
-    def newest(self) -> DataFrame:
-        """The newest delete position per key, as key columns and ``__tombstone_pos``."""
-        return self._folded(self._stored(), rules.TOMBSTONE_POS)
+    def newest(self) -> DataFrame | None:
+        """The newest delete position per key, as key columns and ``__tombstone_pos``; None
+        when the stored tombstones are keyed by other columns (the primary key changed: until
+        the next delete replaces them, no stored fact applies)."""
+        stored = self._stored()
+        return self._folded(stored, rules.TOMBSTONE_POS) if self._keyed_alike(stored) else None
+
+    def _keyed_alike(self, stored: DataFrame) -> bool:
+        return sorted(stored.columns) == sorted([*self.spec.primary_key, POS])
 
     def _stored(self) -> DataFrame:
         return self.spark.read.format("delta").load(self.path)

@@ -1,7 +1,8 @@
 """Merge semantics shared by the sinks: column checks and the newer-wins predicates.
 
 A batch applies to a table ``t`` (data columns plus ``__pos``) and its tombstone table ``x`` (key
-columns plus ``__pos`` of the newest delete seen per key) like this:
+columns plus ``__pos`` of the newest delete seen per key; the Delta sink stores every delete
+appended and reads them folded to that) like this:
 
 1. ``__truncated``: the table and its tombstones are cleared first;
 2. deletes raise their key's tombstone to the delete's ``__pos`` (tombstones are facts derived

@@ -13,6 +13,7 @@ from replay.sinks.delta_sink import TXN_APP_ID, TXN_VERSION, USER_METADATA, Delt
 from replay.sinks.delta_tombstones import DeltaTombstones
 from replay.sinks.ledger import VersionUnavailableError, encode_metadata
 from replay.sinks.merge_rules import tombstones_table
+from replay.sinks.protocol import TableSpec
 from tests.replay.sinks.batches import P0, SPEC, SinkFactory, delete, row, snapshot, upsert
 
 pytestmark = pytest.mark.integration
@@ -28,6 +29,7 @@ def _delta(make_sink: SinkFactory) -> DeltaSink:
 def _tombstones(spark: Any, sink: DeltaSink) -> list[tuple[Any, ...]]:
     """The newest delete position per key, as the table's MERGE reads them."""
     newest = DeltaTombstones(spark, sink.root, SPEC).newest()
+    assert newest is not None
     return sorted(tuple(r) for r in newest.collect())
 
 
@@ -209,3 +211,46 @@ def test_tombstones_are_appended_and_folded_to_one_row_per_key_once_grown(
     # Late older upserts of both keys stay out; a newer one of key 1 comes back.
     sink.merge(SPEC, changes(upsert(1, "new", 7), upsert(2, "late", 5)), {P0: 7})
     assert snapshot(sink) == [row(1, "new"), row(3, "c")]
+
+
+ITEM_META = "__op STRING, __pos STRING, __truncated BOOLEAN"
+
+
+def _items(spark: Any, rows: list[tuple[Any, ...]], key_type: str) -> Any:
+    return spark.createDataFrame(rows, f"id {key_type}, note STRING, {ITEM_META}")
+
+
+def test_a_retyped_key_keeps_the_stored_tombstones_that_the_new_type_holds(
+    spark: Any, make_sink: SinkFactory
+) -> None:
+    sink, spec = _delta(make_sink), TableSpec("items", ("id",))
+    big = 5_000_000_000
+    sink.merge(spec, _items(spark, [(1, "a", "u", "01", False), (big, "b", "u", "02", False)],
+                            "BIGINT"), {P0: 2})  # fmt: skip
+    sink.merge(spec, _items(spark, [(1, None, "d", "03", False), (big, None, "d", "04", False)],
+                            "BIGINT"), {P0: 4})  # fmt: skip
+    # Narrowed to INT: key 1's tombstone is kept (converted), the big key's can never match again.
+    sink.merge(spec, _items(spark, [(2, "c", "u", "05", False), (3, None, "d", "06", False)],
+                            "INT"), {P0: 6})  # fmt: skip
+    stored = DeltaTombstones(spark, sink.root, spec).newest()
+    assert stored is not None and stored.schema["id"].dataType.simpleString() == "int"
+    assert sorted(tuple(r) for r in stored.collect()) == [(1, "03"), (3, "06")]
+    # Widened again: the stored facts still apply, a late older upsert of key 1 stays out.
+    sink.merge(spec, _items(spark, [(1, "late", "u", "02", False), (4, None, "d", "07", False)],
+                            "BIGINT"), {P0: 8})  # fmt: skip
+    assert sorted(tuple(r) for r in sink.read("items").collect()) == [(2, "c")]
+
+
+def test_a_changed_primary_key_leaves_the_old_tombstones_out(
+    spark: Any, make_sink: SinkFactory, changes: Factory
+) -> None:
+    sink = _delta(make_sink)
+    sink.merge(SPEC, changes(upsert(1, "a", 1), upsert(2, "b", 2)), {P0: 2})
+    sink.merge(SPEC, changes(delete(1, 3)), {P0: 3})
+    rekeyed = TableSpec(SPEC.name, ("id", "name"))
+    sink.merge(rekeyed, changes(upsert(3, "c", 4)), {P0: 4})  # no delete: nothing to join
+    assert snapshot(sink) == [row(2, "b"), row(3, "c")]
+    gone = (2, "b", None, "d", "00000005", False)
+    sink.merge(rekeyed, changes(gone, upsert(1, "a", 2)), {P0: 5})  # old facts replaced
+    assert _stored_tombstones(spark, sink) == [(2, "b", "00000005")]
+    assert snapshot(sink) == [row(1, "a"), row(3, "c")]
