@@ -44,6 +44,7 @@ __all__ = [
     "Window",
     "driver_heap_bytes",
     "local_frame",
+    "named_column",
     "session_confs",
     "spark_session",
 ]
@@ -220,6 +221,11 @@ def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[Non
                     spark.conf.unset(key)
                 else:
                     spark.conf.set(key, old)
+
+
+def named_column(name: str) -> Column:
+    """The column called ``name``, quoted (a name may hold dots, spaces or backticks)."""
+    return F.col("`" + name.replace("`", "``") + "`")
 
 
 class ColumnList:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from replay.sinks import merge_rules as rules
 from replay.sinks.ledger import UncastableValuesError
 from replay.sinks.protocol import POS, TableSpec
-from replay.spark import Column, DataFrame, F, T
+from replay.spark import Column, DataFrame, F, T, named_column
 
 _IN_TABLE, _IN_BATCH = "__in_table", "__in_batch"
 
@@ -29,13 +29,13 @@ def evolved_rows(
     brought = []
     for name, kind in columns:
         if name in kept:
-            value = _col(name).cast(kind)  # check_casts first: all values cast
+            value = named_column(name).cast(kind)  # check_casts first: all values cast
         elif name in spec.defaults:
             value = F.lit(spec.defaults[name]).cast(kind)
         else:
             value = F.lit(None).cast(kind)
         brought.append(value.alias(name))
-    table = current.select(*brought, _col(POS), F.lit(True).alias(_IN_TABLE)).alias("t")
+    table = current.select(*brought, named_column(POS), F.lit(True).alias(_IN_TABLE)).alias("t")
     changes = batch.withColumn(_IN_BATCH, F.lit(True)).alias("s")
     on = [F.col(f"t.`{k}`") == F.col(f"s.`{k}`") for k in spec.primary_key]
     joined = table.join(changes, on, "full_outer")
@@ -63,9 +63,8 @@ def check_casts(
     if not retyped:
         return
     counts = current.select(
-        *(F.count(F.when(_col(n).isNotNull() & _col(n).try_cast(k).isNull(), 1)).alias(n)
-          for n, k in retyped)
-    ).first()  # fmt: skip
+        *(F.count(F.when(uncastable(n, k), 1)).alias(n) for n, k in retyped)
+    ).first()
     for name, kind in retyped:
         if counts is not None and counts[name]:
             raise UncastableValuesError(
@@ -73,5 +72,7 @@ def check_casts(
             )
 
 
-def _col(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
+def uncastable(name: str, kind: T.DataType) -> Column:
+    """True where column ``name`` holds a value that does not cast to ``kind``."""
+    value = named_column(name)
+    return value.isNotNull() & value.try_cast(kind).isNull()

@@ -49,7 +49,7 @@ from replay.sinks.protocol import (
     RejectedRecordsError,
     TableSpec,
 )
-from replay.spark import Column, DataFrame, F, SparkSession, session_confs
+from replay.spark import Column, DataFrame, F, SparkSession, named_column, session_confs
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -95,9 +95,9 @@ class DeltaSink:
         seq, meta, base = planned
         if POS not in rows.columns:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
-        rows = rows.select(*(_col(c) for c in [*data, POS]))
+        rows = rows.select(*(named_column(c) for c in [*data, POS]))
         empty = self.spark.createDataFrame(
-            [], rows.select(*map(_col, spec.primary_key), POS).schema
+            [], rows.select(*map(named_column, spec.primary_key), POS).schema
         )
         self._tombstones(spec).replace(empty, meta)
         self._overwrite(spec.name, rows, meta, seq)
@@ -114,7 +114,7 @@ class DeltaSink:
         if planned is None:
             return None
         seq, meta, base = planned
-        changes = changes.select(*(_col(c) for c in [*data, *META_COLUMNS])).persist()
+        changes = changes.select(*(named_column(c) for c in [*data, *META_COLUMNS])).persist()
         try:
             stats = changes.agg(
                 F.coalesce(F.max(F.col(TRUNCATED).cast("int")), F.lit(0)).alias("truncated"),
@@ -125,11 +125,13 @@ class DeltaSink:
                 raise RejectedRecordsError(spec.name, int(stats[2]))
             truncated, deletes = (bool(stats[0]), int(stats[1])) if stats else (False, 0)
             deleted = changes.filter(F.col(OP) == OP_DELETE).select(
-                *map(_col, spec.primary_key), POS
+                *map(named_column, spec.primary_key), POS
             )
             tombstones = self._tombstones(spec)
             if truncated or not self._exists(spec.name):
-                upserts = changes.filter(F.col(OP) == OP_UPSERT).select(*map(_col, [*data, POS]))
+                upserts = changes.filter(F.col(OP) == OP_UPSERT).select(
+                    *map(named_column, [*data, POS])
+                )
                 tombstones.replace(deleted, meta)
                 self._overwrite(spec.name, upserts, meta, seq)
             else:
@@ -139,7 +141,9 @@ class DeltaSink:
                 if deletes or not tombstones.exists():
                     tombstones.remember(deleted, meta)
                 current = self.spark.read.format("delta").load(self._path(spec.name))
-                wanted = [(f.name, f.dataType) for f in changes.select(*map(_col, data)).schema]
+                wanted = [
+                    (f.name, f.dataType) for f in changes.select(*map(named_column, data)).schema
+                ]
                 if [(f.name, f.dataType) for f in current.drop(POS).schema] != wanted:
                     check_casts(spec, current, wanted)
                     evolved = evolved_rows(spec, current, self._applicable(spec, changes), wanted)
@@ -247,10 +251,6 @@ def _app_id(table: str) -> str:
 
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
-
-
-def _col(name: str) -> Column:
-    return F.col(_quote(name))
 
 
 def _on(spec: TableSpec) -> str:

@@ -17,9 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from replay.sinks import merge_rules as rules
+from replay.sinks.delta_evolution import uncastable
 from replay.sinks.delta_log import data_file_count
 from replay.sinks.protocol import POS, TableSpec
-from replay.spark import Column, DataFrame, F, SparkSession
+from replay.spark import DataFrame, F, SparkSession, named_column
 
 FOLD_AFTER_FILES = 16
 """Appends (one data file each) after which the tombstone table is rewritten one row per key."""
@@ -57,12 +58,11 @@ class DeltaTombstones:
                 return
             # A key column retyped: the stored facts folded into the new types. A key the new
             # type cannot hold (narrowed) can never match a row again: its tombstone goes.
-            uncastable = F.lit(False)
+            lost = F.lit(False)
             for field in deleted.schema:
-                value = _col(field.name)
-                uncastable |= value.isNotNull() & value.try_cast(field.dataType).isNull()
-            kept = stored.where(~uncastable).select(
-                *(_col(f.name).cast(f.dataType).alias(f.name) for f in deleted.schema)
+                lost |= uncastable(field.name, field.dataType)
+            kept = stored.where(~lost).select(
+                *(named_column(f.name).cast(f.dataType).alias(f.name) for f in deleted.schema)
             )
             self.replace(self._folded(kept.unionByName(deleted), POS), meta)
             return
@@ -85,7 +85,7 @@ class DeltaTombstones:
         return self.spark.read.format("delta").load(self.path)
 
     def _folded(self, tombstones: DataFrame, position: str) -> DataFrame:
-        keys = [_col(k) for k in self.spec.primary_key]
+        keys = [named_column(k) for k in self.spec.primary_key]
         return tombstones.groupBy(*keys).agg(F.max(POS).alias(position))
 
     def _write(self, frame: DataFrame, mode: str, meta: str) -> None:
@@ -97,7 +97,3 @@ class DeltaTombstones:
 
 def _shape(frame: DataFrame) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
-
-
-def _col(name: str) -> Column:
-    return F.col("`" + name.replace("`", "``") + "`")
