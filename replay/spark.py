@@ -74,6 +74,8 @@ DELTA_CHECKPOINT_INTERVAL = 100
 A checkpoint is written inside the commit that reaches it and added ~1 s to every tenth
 ``--follow`` round, the tail of its latency; replaying up to 100 small commits instead costs a
 round nothing measurable (``bench/README.md``). Existing tables keep their own setting."""
+HOTSPOT_HUGE_METHOD_BYTES = 8000
+"""HotSpot's ``HugeMethodLimit``: whole-stage code with a larger method runs per operator."""
 DELTA_CHECKPOINT_INTERVAL_DEFAULT = "spark.databricks.delta.properties.defaults.checkpointInterval"
 
 
@@ -124,6 +126,9 @@ def spark_session(
         .config(DELTA_CHECKPOINT_INTERVAL_DEFAULT, str(DELTA_CHECKPOINT_INTERVAL))
         .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))
         .config("spark.sql.debug.maxToStringFields", "1000")
+        # HotSpot never compiles a method over 8,000 bytes of bytecode: the decoder's fused
+        # stage has such methods and ran interpreted (~30% of a rebuild's decode, bench/README).
+        .config("spark.sql.codegen.hugeMethodLimit", str(HOTSPOT_HUGE_METHOD_BYTES))
         # Kafka source options may hold a login or a client key: never printed in plans.
         .config("spark.sql.redaction.options.regex", _SECRET_OPTIONS)
     )
