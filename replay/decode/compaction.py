@@ -26,7 +26,9 @@ from replay.decode.changes import (
     ERROR,
     OFFSET,
     PARTITION,
+    SOURCE,
     TOPIC,
+    TXN,
     UNAVAILABLE,
     Decoded,
     Decoder,
@@ -211,7 +213,8 @@ def cleared_by(truncates: Sequence[Truncate]) -> Column:
 class Rebuild:
     """A rebuilt table: the truncates seen (topic, partition, ``__truncate_offset``), the bad
     records (``decode.BAD_COLUMNS``) and ``rows()``; ``rows()`` and ``bad`` both read
-    ``decoded`` (the decoded survivors, ``Decoded.all``: persist it)."""
+    ``decoded`` (the decoded survivors, ``Decoded.all`` without ``__source`` and ``__txn``:
+    persist it)."""
 
     changes: DataFrame
     truncates: DataFrame
@@ -256,7 +259,9 @@ def rebuild_table(
         F.col(LIVE_VALUE).alias("value"), "timestamp_ms",
         (F.col("offset") != F.col(LIVE_OFFSET)).alias(TOMBSTONED),
     )  # fmt: skip
-    decoded = decode(survivors, schema, (TOMBSTONED,))
+    # Without the source struct and transaction id, which a rebuild does not read: less to
+    # copy into the persisted decode (``Rebuild.decoded``).
+    decoded = Decoded(decode(survivors, schema, (TOMBSTONED,)).all.drop(SOURCE, TXN), schema)
     changes, bad = decoded.good.where(F.col(OP) != OP_TRUNCATE), decoded.bad
     if candidates:
         changes, bad = after_truncates(changes, truncates), unkeyed.unionByName(bad)
