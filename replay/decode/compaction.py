@@ -229,6 +229,12 @@ class Rebuild:
         live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
         return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
 
+    def lacks_values(self) -> bool:
+        """Whether a live key's newest image lacks a column Debezium could not read (unchanged
+        TOAST): its value is in an older record, which compaction dropped (a Spark job)."""
+        live = (F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED)
+        return bool(self.changes.where(live & (F.size(UNAVAILABLE) > 0)).limit(1).count())
+
     def truncated(self) -> bool:
         """Whether a truncate was seen (runs a Spark job)."""
         return bool(self.truncates.limit(1).count())

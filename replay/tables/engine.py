@@ -3,7 +3,8 @@
 Per topic, one target table (named after the topic's last dotted part, or ``into`` for a
 point-in-time copy). A fresh table read from the log start takes the fast path: compact to the
 newest record per key as each partition is read (``decode.compacted_read``), decode only the
-survivors, one bulk ``replace``. Otherwise the plan is cut into batches and each batch is
+survivors, one bulk ``replace`` (as one batch where a newest image lacks an unchanged TOAST
+value, which only older records hold). Otherwise the plan is cut into batches and each batch is
 ``merge``d with the positions it brings the table to, stored in the same sink transaction as
 the data: a retried batch is skipped, and a crash leaves the table at its last committed batch.
 """
@@ -85,13 +86,9 @@ class ReplayEngine:
     """Runs replay jobs of one stream into one sink on one SparkSession."""
 
     def __init__(
-        self,
-        spark: SparkSession,
-        stream: EventStream,
-        sink: Sink,
-        *,
+        self, spark: SparkSession, stream: EventStream, sink: Sink, *,
         progress: ProgressCallback | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
         self._straddling: tuple[str, ...] = ()
         # The ledgers ``plans`` read, per table: a --follow round opens the ledger once, not twice.
@@ -233,15 +230,22 @@ class ReplayEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         persisted: list[DataFrame] = []
         rows: Callable[[], DataFrame]
-        if job.stop.is_source_position:
-            records = read_records(self.spark, self.stream.url, plan)
-            changes = batch_changes(records, schema, cut=job.stop, straddling=self._straddling)
-            bad, rows = changes.bad, lambda: changes.changes.where(F.col(OP) == OP_UPSERT)
-        else:
+        rebuilt = None
+        if not job.stop.is_source_position:
             # Compacted and decoded once each: the bad-record check and the write read both.
             latest, persisted = persisted_latest(self.spark, self.stream.url, plan)
             rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
             persisted.append(rebuilt.decoded.persist())
+            if rebuilt.lacks_values():  # rebuilt as a batch: filled from the older images
+                rebuilt = None
+                while persisted:
+                    persisted.pop().unpersist()
+        if rebuilt is None:
+            records = read_records(self.spark, self.stream.url, plan)
+            cut = job.stop if job.stop.is_source_position else None
+            changes = batch_changes(records, schema, cut=cut, straddling=self._straddling)
+            bad, rows = changes.bad, lambda: changes.changes.where(F.col(OP) == OP_UPSERT)
+        else:
             bad, rows = rebuilt.bad, rebuilt.rows  # rows() after the check: decoded is cached
         try:
             result.bad += handle_bad_records(
