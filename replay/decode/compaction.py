@@ -226,18 +226,23 @@ class Rebuild:
         """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
         of every key. Runs ``newest_per_key``'s Spark job at each call."""
         winners = newest_per_key(self.changes, self.schema)
-        live = winners.where((F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED))
+        live = winners.where(_live())
         return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
 
     def lacks_values(self) -> bool:
-        """Whether a live key's newest image lacks a column Debezium could not read (unchanged
-        TOAST): its value is in an older record, which compaction dropped (a Spark job)."""
-        live = (F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED)
-        return bool(self.changes.where(live & (F.size(UNAVAILABLE) > 0)).limit(1).count())
+        """Whether a live image the compaction kept lacks a column Debezium could not read
+        (unchanged TOAST): its value is in an older record, which compaction dropped (a Spark
+        job; an image of a key kept in several partitions counts even if not the newest)."""
+        return bool(self.changes.where(_live() & (F.size(UNAVAILABLE) > 0)).limit(1).count())
 
     def truncated(self) -> bool:
         """Whether a truncate was seen (runs a Spark job)."""
         return bool(self.truncates.limit(1).count())
+
+
+def _live() -> Column:
+    """A decoded survivor that is an upsert with no tombstone after it."""
+    return (F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED)
 
 
 def has_truncate_candidates(latest: DataFrame) -> bool:

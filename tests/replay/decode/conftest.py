@@ -38,6 +38,19 @@ def published(name: str) -> bytes:
     return (PUBLISHED / name).read_bytes()
 
 
+PLACEHOLDER = "__debezium_unavailable_value"
+"""Debezium's text for a value it could not read (unchanged TOAST)."""
+
+
+def pg_update(lsn: int, row_id: int, description: str, name: str) -> bytes:
+    """A published PostgreSQL update (schemas on) of row ``row_id`` of ``products`` at ``lsn``."""
+    document = json.loads(published("pg_1x_update_replica_full_with_schema.json"))
+    payload = document["payload"]
+    payload["after"] = {**payload["after"], "id": row_id, "name": name, "description": description}
+    payload["source"] = {**payload["source"], "lsn": lsn}
+    return json.dumps(document).encode()
+
+
 def raw_frame(spark: Any, records: Iterable[Record]) -> Any:
     """A RAW_SCHEMA DataFrame of ``records``."""
     return spark.createDataFrame(list(records), RAW_SCHEMA)

@@ -13,11 +13,16 @@ from replay.decode.changes import decode_native
 from replay.decode.compaction import TRUNCATE_KEYS
 from replay.decode.schema import TopicSchema
 from replay.sinks.protocol import OP, OP_REJECTED, POS, TRUNCATED
-from tests.replay.decode.conftest import Changelog, account, as_records, published, raw_frame
+from tests.replay.decode.conftest import (
+    PLACEHOLDER,
+    Changelog,
+    account,
+    as_records,
+    pg_update,
+    raw_frame,
+)
 
 pytestmark = pytest.mark.integration
-
-PLACEHOLDER = "__debezium_unavailable_value"
 
 
 def test_newest_change_per_key_and_truncate(spark: Any) -> None:
@@ -70,19 +75,11 @@ def test_a_batch_decoded_once_gives_the_truncates_and_changes_of_decoding_it_twi
     assert {r["id"]: r[OP] for r in rows}[5] == "u"
 
 
-def _pg_update(lsn: int, row_id: int, description: str, name: str) -> bytes:
-    document = json.loads(published("pg_1x_update_replica_full_with_schema.json"))
-    payload = document["payload"]
-    payload["after"] = {**payload["after"], "id": row_id, "name": name, "description": description}
-    payload["source"] = {**payload["source"], "lsn": lsn}
-    return json.dumps(document).encode()
-
-
 def test_unavailable_columns_are_filled_from_the_batch_or_flagged(spark: Any) -> None:
     values = [
-        _pg_update(100, 101, "first text", "a"),
-        _pg_update(200, 101, PLACEHOLDER, "b"),  # TOAST unchanged: keep "first text"
-        _pg_update(300, 102, PLACEHOLDER, "c"),  # nothing older in the batch: flagged
+        pg_update(100, 101, "first text", "a"),
+        pg_update(200, 101, PLACEHOLDER, "b"),  # TOAST unchanged: keep "first text"
+        pg_update(300, 102, PLACEHOLDER, "c"),  # nothing older in the batch: flagged
     ]
     keys = [json.dumps({"id": i}).encode() for i in (101, 101, 102)]
     frame = raw_frame(spark, as_records("pg.products", list(zip(keys, values, strict=True))))
@@ -139,9 +136,9 @@ def test_a_marked_batch_in_one_pass_equals_the_changes_and_their_marks(
 
 def test_a_marked_batch_fills_unavailable_columns_as_the_changes_do(spark: Any) -> None:
     values = [
-        _pg_update(100, 101, "first text", "a"),
-        _pg_update(200, 101, PLACEHOLDER, "b"),
-        _pg_update(300, 102, PLACEHOLDER, "c"),
+        pg_update(100, 101, "first text", "a"),
+        pg_update(200, 101, PLACEHOLDER, "b"),
+        pg_update(300, 102, PLACEHOLDER, "c"),
         b"[1, 2",
     ]
     keys = [json.dumps({"id": i}).encode() for i in (101, 101, 102, 102)]

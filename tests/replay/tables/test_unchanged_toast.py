@@ -16,8 +16,7 @@ from replay.decode.compaction import latest_records, rebuild_table
 from replay.decode.schema import TopicSchema
 from replay.sinks.registry import open_sink
 from replay.tables.engine import ReplayEngine, ReplayJob
-from tests.replay.decode.conftest import as_records, raw_frame
-from tests.replay.decode.test_batch import PLACEHOLDER, _pg_update
+from tests.replay.decode.conftest import PLACEHOLDER, as_records, pg_update, raw_frame
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +31,7 @@ def _records() -> list[tuple[bytes, bytes]]:
         (103, 300, PLACEHOLDER, "c"),  # no older record holds it: null
     ]
     return [
-        (json.dumps({"id": row}).encode(), _pg_update(lsn, row, text, name))
+        (json.dumps({"id": row}).encode(), pg_update(lsn, row, text, name))
         for row, lsn, text, name in updates
     ]
 
