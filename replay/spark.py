@@ -31,6 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from cdc.runtime import jars
+from replay import class_archive
 
 __all__ = [
     "Column",
@@ -85,6 +86,12 @@ def spark_jars() -> list[Path]:
     return jars.resolve("spark-extras", extra_exclusions=shipped)
 
 
+def driver_class_archive() -> Path:
+    """The driver's class archive for this ``java`` and jars (:mod:`replay.class_archive`)."""
+    shipped = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    return class_archive.archive_path(jars.java_executable(), [*shipped, *spark_jars()])
+
+
 def spark_session(
     master: str | None = None,
     *,
@@ -92,7 +99,7 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Get or create the process's SparkSession with the Kafka source and Delta configured."""
-    jars.java_executable()
+    archive = driver_class_archive()
     chosen = master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]")
     if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, no host lookup
@@ -105,6 +112,7 @@ def spark_session(
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     extra_java = os.environ.get("REPLICATOR_JAVA_OPTIONS", "").strip()
     java_opts = f"{java_opts} {extra_java}" if extra_java else java_opts
+    driver_opts = " ".join([java_opts, *class_archive.driver_options(archive)])
     builder = (
         SparkSession.builder.master(chosen)
         .appName(app_name)
@@ -113,7 +121,7 @@ def spark_session(
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
-        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.driver.extraJavaOptions", driver_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

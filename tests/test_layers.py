@@ -12,6 +12,7 @@ from tests.conftest import REPO_ROOT
 
 PACKAGES = ("cdc", "projections", "replay")
 REPLAY_LAYERS = (
+    {"class_archive"},
     {"spark", "progress"},
     {"expression_cache"},
     {"reading", "sinks", "verify"},

@@ -98,7 +98,9 @@ def main() -> None:
     try:
         bootstrap = broker.start()
         produce(bootstrap, args.events, args.keys, args.partitions)
+        t0 = time.monotonic()
         spark = spark_session(conf={"spark.ui.enabled": "true"})
+        print(f"session start: {time.monotonic() - t0:.2f} s", flush=True)
         ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
         stream_url = f"kafka://{bootstrap}"
         if args.stream == "local":
