@@ -91,8 +91,8 @@ def train(archive: Path) -> str:
         partial.unlink(missing_ok=True)
         return f"class archive: not made (exit {status}, see {log}): sessions start slower"
     os.replace(partial, archive)
-    for older in archive.parent.glob("spark-classes-*.jsa"):
-        if older != archive:
+    for older in archive.parent.glob("spark-classes-*"):  # archives of other JDKs or jars
+        if not older.name.startswith(archive.stem):
             older.unlink(missing_ok=True)
     return f"class archive: made {archive} ({archive.stat().st_size // 2**20} MiB)"
 
