@@ -1,7 +1,7 @@
 """A class-data-sharing archive of the Spark driver's classes, so that a session starts faster.
 
-A cold JVM loads, parses and verifies some 20,000 classes from jars before and while Spark plans
-its first queries: ~1.7 s of a session's start and ~2 s of its first rebuild on two cores
+A cold JVM loads, parses and verifies some 17,000 classes from jars before and while Spark plans
+its first queries: ~1.8 s of a session's start and 1.2-1.7 s of its first rebuild on two cores
 (``bench/README.md``). HotSpot's class-data sharing maps them from an archive instead.
 ``replicator jars`` trains one once: a child process runs a small demo (local log, rebuilds into
 DuckDB and Delta, a projection, a point-in-time rebuild) on a JVM that writes the classes it
