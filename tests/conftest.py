@@ -97,3 +97,11 @@ def unique_name() -> Callable[[str], str]:
         return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
     return make
+
+
+def fake_java(tmp_path: Path, name: str = "java") -> str:
+    """A file standing for a ``java`` binary (the archive's name follows its path and stat)."""
+    binary = tmp_path / "jdk" / name
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    binary.write_text("#!/bin/sh\n")
+    return str(binary)

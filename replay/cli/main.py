@@ -13,8 +13,10 @@ from pathlib import Path
 
 from cdc import compiled
 from cdc.errors import UserError, one_line
-from cdc.runtime import jars
+from cdc.runtime import class_archive, jars
 from cdc.runtime.broker import LocalKafkaBroker
+from cdc.runtime.broker import train_class_archive as train_broker_archive
+from replay import class_archive as driver_archive
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -28,13 +30,12 @@ def _cmd_jars(args: argparse.Namespace) -> int:
         else:
             found = jars.resolve(component)
         print(f"{component}: {len(found)} jars in {found[0].parent if found else '-'}")
-    from replay import class_archive
     from replay.spark import driver_class_archive
 
-    archive = driver_class_archive()
-    if class_archive.enabled() and not archive.is_file():
-        print("class archive: training it once (a small demo on Spark, about a minute)", flush=True)
-    print(class_archive.train(archive))
+    if class_archive.enabled() and not driver_class_archive().is_file():
+        print("spark class archive: training it once (a small demo, about a minute)", flush=True)
+    print(driver_archive.train(driver_class_archive()))
+    print(train_broker_archive())
     print(compiled.describe())
     return 0
 
@@ -93,8 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "jars",
-        help="resolve the JVM jars (Kafka broker, Spark Kafka source, Delta) and train "
-        "the Spark driver's class archive (faster session starts)",
+        help="resolve the JVM jars (Kafka broker, Spark Kafka source, Delta) and train the "
+        "class archives of the Spark driver and the broker (faster JVM starts)",
     )
     p.set_defaults(handler=_cmd_jars)
 

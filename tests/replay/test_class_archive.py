@@ -1,5 +1,5 @@
-"""The driver's class archive: named after what it was made from, used when present, and a real
-session's JVM maps Spark's classes from the archive ``replicator jars`` trained."""
+"""The Spark driver's class archive: the training child's JVM writes it, sessions map it, and a
+real session's JVM maps Spark's classes from the archive ``replicator jars`` trained."""
 
 from __future__ import annotations
 
@@ -11,58 +11,41 @@ from pathlib import Path
 
 import pytest
 
+from cdc.runtime import class_archive as archives
 from replay import class_archive
+from tests.conftest import fake_java
 
 
 @pytest.fixture
 def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("REPLICATOR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv(class_archive.SWITCH_ENV, raising=False)
+    monkeypatch.delenv(archives.SWITCH_ENV, raising=False)
     monkeypatch.delenv(class_archive.DUMP_ENV, raising=False)
     return tmp_path / "cache"
 
 
-def _java(tmp_path: Path, name: str = "java") -> str:
-    binary = tmp_path / "jdk" / name
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    binary.write_text("#!/bin/sh\n")
-    return str(binary)
-
-
-def test_archive_is_named_after_the_java_and_the_jars(cache: Path, tmp_path: Path) -> None:
-    java = _java(tmp_path)
-    jars = [Path("/opt/spark/jars/spark-core_2.13-4.0.1.jar"), Path("/x/delta-spark-4.0.0.jar")]
-    path = class_archive.archive_path(java, jars)
-    assert path.parent == cache / "jvm" and path.suffix == ".jsa"
-    assert class_archive.archive_path(java, list(reversed(jars))) == path
-    assert class_archive.archive_path(java, jars[:1]) != path
-    assert class_archive.archive_path(_java(tmp_path, "java21"), jars) != path
-
-
-def test_sessions_map_the_archive_only_when_it_exists(
+def test_the_training_childs_driver_writes_the_archive(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    archive = class_archive.archive_path(_java(tmp_path), [])
+    archive = class_archive.archive_path(fake_java(tmp_path), [])
+    assert archive.name.startswith("spark-classes-")
     assert class_archive.driver_options(archive) == []
     archive.parent.mkdir(parents=True)
     archive.write_bytes(b"archive")
     assert f"-XX:SharedArchiveFile={archive}" in class_archive.driver_options(archive)
-    monkeypatch.setenv(class_archive.SWITCH_ENV, "off")
-    assert class_archive.driver_options(archive) == []
-    assert "off" in class_archive.train(archive)
     monkeypatch.setenv(class_archive.DUMP_ENV, str(tmp_path / "new.jsa"))
-    assert f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}" in class_archive.driver_options(
-        archive
-    )
+    options = class_archive.driver_options(archive)
+    assert f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}" in options
+    assert not any("SharedArchiveFile" in o for o in options)
 
 
-def test_a_failed_training_leaves_no_archive_and_says_where_its_log_is(
+def test_a_failed_demo_leaves_no_archive(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    archive = class_archive.archive_path(_java(tmp_path), [])
+    archive = class_archive.archive_path(fake_java(tmp_path), [])
     monkeypatch.setattr(sys, "executable", "/bin/false")  # the training child exits 1 at once
     said = class_archive.train(archive)
-    assert "not made" in said and str(archive.with_suffix(".log")) in said
+    assert "not made (exit 1" in said and str(archive.with_suffix(".log")) in said
     assert list(archive.parent.iterdir()) == [archive.with_suffix(".log")]
 
 

@@ -1,0 +1,94 @@
+"""Class-data-sharing archives for the project's JVMs (the Spark driver, the Kafka broker).
+
+A cold JVM loads, parses and verifies every class it needs from jars: ~17,000 for a Spark
+session and its first queries, most of a broker's start. HotSpot's class-data sharing maps them
+from an archive instead. ``replicator jars`` trains one per JVM kind, once: a workload runs on a
+JVM started with ``-XX:ArchiveClassesAtExit``, which writes the classes it loaded when it exits;
+later JVMs of that kind start with ``-XX:SharedArchiveFile``. An archive is named after what it
+was made from (the ``java`` binary, every jar on the classpath): another JDK or jar set trains
+its own, and a JVM that cannot use one starts without it, silently. A JDK feature: nothing to
+install. ``REPLICATOR_CLASS_ARCHIVE=off`` turns training and use off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+from cdc.runtime import jars
+
+SWITCH_ENV = "REPLICATOR_CLASS_ARCHIVE"
+_QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # thousands of "skipped class" warnings
+
+Workload = Callable[[list[str], TextIO], int]
+"""Runs a JVM with the given options, writing its output to the file; returns its exit status
+once the JVM has exited (which is when it writes the archive)."""
+
+
+def enabled() -> bool:
+    """Whether JVMs use (and ``replicator jars`` trains) class archives."""
+    return os.environ.get(SWITCH_ENV, "on").strip().lower() not in {"off", "0", "false", "no"}
+
+
+def archive_path(kind: str, java: str, classpath: Sequence[Path]) -> Path:
+    """Where the archive of ``kind`` for this ``java`` and these jars lives (the jar cache)."""
+    binary = Path(java).resolve()
+    made = binary.stat()
+    key = "\n".join(
+        [str(binary), str(made.st_size), str(made.st_mtime_ns), *sorted(map(str, classpath))]
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return jars.cache_dir() / "jvm" / f"{kind}-classes-{digest}.jsa"
+
+
+def use_options(archive: Path) -> list[str]:
+    """A JVM's options to map ``archive``: none if it does not exist or the switch is off."""
+    if enabled() and archive.is_file():
+        return [f"-XX:SharedArchiveFile={archive}", *_QUIET]
+    return []
+
+
+def dump_options(path: Path | str) -> list[str]:
+    """A JVM's options to write the classes it loaded to ``path`` when it exits."""
+    return [f"-XX:ArchiveClassesAtExit={path}", *_QUIET]
+
+
+def train(archive: Path, workload: Workload) -> str:
+    """Make ``archive`` by running ``workload`` unless it exists (or the switch is off); one line
+    saying what happened. A failed training leaves no archive behind and is reported, not
+    raised: the JVMs work without one."""
+    kind = archive.name.split("-classes-")[0]
+    if not enabled():
+        return f"{kind} class archive: off (${SWITCH_ENV})"
+    if archive.is_file():
+        return f"{kind} class archive: {archive}"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
+    log = archive.with_suffix(".log")
+    with log.open("w") as out:
+        status = workload(dump_options(partial), out)
+    if status != 0 or not partial.is_file() or partial.stat().st_size == 0:
+        partial.unlink(missing_ok=True)
+        return f"{kind} class archive: not made (exit {status}, see {log}): it starts slower"
+    os.replace(partial, archive)
+    for older in archive.parent.glob(f"{kind}-classes-*"):  # of another JDK or jar set
+        if not older.name.startswith(archive.stem):
+            older.unlink(missing_ok=True)
+    return f"{kind} class archive: made {archive} ({archive.stat().st_size // 2**20} MiB)"
+
+
+def wait_for_group(group: int, timeout_s: float) -> None:
+    """Wait until no process of the process ``group`` is left (kill them after ``timeout_s``):
+    a JVM a child process left running may still be writing its archive."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.killpg(group, signal.SIGKILL if time.monotonic() > deadline else 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
