@@ -176,8 +176,7 @@ class LocalKafkaBroker(LocalService):
         stdout = (self.data_dir / "broker.stdout").open("ab")
         self._process = subprocess.Popen(
             [*jvm, *self.jvm_options, "kafka.Kafka", str(props)], stdout=stdout,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         self._wait_ready(started_at, timeout_s)
         return self.bootstrap_servers
