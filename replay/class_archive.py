@@ -40,8 +40,7 @@ def train(archive: Path) -> str:
     return class_archive.train(archive, _run_demo)
 
 
-def _run_demo(dump: list[str], out: TextIO) -> int:
-    (path,) = (o.split("=", 1)[1] for o in dump if o.startswith("-XX:ArchiveClassesAtExit="))
+def _run_demo(dump: Path, out: TextIO) -> int:
     with tempfile.TemporaryDirectory(prefix="replicator-class-archive-") as work:
         command = [
             sys.executable, "-m", "replay.cli.main", "demo", "--out", f"{work}/demo",
@@ -50,7 +49,7 @@ def _run_demo(dump: list[str], out: TextIO) -> int:
         # A group of its own: pyspark leaves its JVM running when the demo's process exits,
         # and the JVM writes the archive as it exits.
         child = subprocess.Popen(
-            command, env={**os.environ, DUMP_ENV: path}, stdout=out, stderr=subprocess.STDOUT,
+            command, env={**os.environ, DUMP_ENV: str(dump)}, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
         try:

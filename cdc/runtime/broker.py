@@ -232,9 +232,9 @@ def train_class_archive() -> str:
     """Make the broker's class archive unless it exists (``class_archive.train``): trained on a
     broker's start, storage format included, and stop (1.1 s of a ~2.8 s start, bench/README)."""
 
-    def start_and_stop(dump: list[str], out: TextIO) -> int:
+    def start_and_stop(dump: Path, out: TextIO) -> int:
         with tempfile.TemporaryDirectory(prefix="replicator-broker-archive-") as work:
-            broker = LocalKafkaBroker(Path(work), jvm_options=dump)
+            broker = LocalKafkaBroker(Path(work), jvm_options=class_archive.dump_options(dump))
             try:
                 broker.start()
             except SetupError as error:

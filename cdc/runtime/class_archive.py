@@ -25,9 +25,9 @@ from cdc.runtime import jars
 SWITCH_ENV = "REPLICATOR_CLASS_ARCHIVE"
 _QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # thousands of "skipped class" warnings
 
-Workload = Callable[[list[str], TextIO], int]
-"""Runs a JVM with the given options, writing its output to the file; returns its exit status
-once the JVM has exited (which is when it writes the archive)."""
+Workload = Callable[[Path, TextIO], int]
+"""Runs a JVM started with ``dump_options(path)``, writing its output to the file; returns its
+exit status once the JVM has exited (which is when it writes the archive to ``path``)."""
 
 
 def enabled() -> bool:
@@ -71,7 +71,7 @@ def train(archive: Path, workload: Workload) -> str:
     partial = archive.with_name(f"{archive.stem}.{os.getpid()}.partial")
     log = archive.with_suffix(".log")
     with log.open("w") as out:
-        status = workload(dump_options(partial), out)
+        status = workload(partial, out)
     if status != 0 or not partial.is_file() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
         return f"{kind} class archive: not made (exit {status}, see {log}): it starts slower"

@@ -32,9 +32,10 @@ def _cmd_jars(args: argparse.Namespace) -> int:
         print(f"{component}: {len(found)} jars in {found[0].parent if found else '-'}")
     from replay.spark import driver_class_archive
 
-    if class_archive.enabled() and not driver_class_archive().is_file():
+    archive = driver_class_archive()
+    if class_archive.enabled() and not archive.is_file():
         print("spark class archive: training it once (a small demo, about a minute)", flush=True)
-    print(driver_archive.train(driver_class_archive()))
+    print(driver_archive.train(archive))
     print(train_broker_archive())
     print(compiled.describe())
     return 0

@@ -23,12 +23,11 @@ def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def writing(content: bytes, status: int = 0) -> class_archive.Workload:
-    """A workload that writes ``content`` where the dump option says, then exits ``status``."""
+    """A workload that writes ``content`` where the archive goes, then exits ``status``."""
 
-    def run(options: list[str], out: TextIO) -> int:
-        (dump,) = (o.split("=", 1)[1] for o in options if o.startswith("-XX:ArchiveClasses"))
+    def run(dump: Path, out: TextIO) -> int:
         if content:
-            Path(dump).write_bytes(content)
+            dump.write_bytes(content)
         out.write("ran\n")
         return status
 
