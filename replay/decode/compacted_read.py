@@ -35,9 +35,11 @@ from replay.decode.compaction import (
     TRUNCATE_KEYS,
     OverBudget,
     broadcasts_winners,
+    decoded_latest,
     latest_records,
     newest_offsets,
 )
+from replay.decode.schema import TopicSchema
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.reading.sources import read_records
 from replay.spark import DataFrame, SparkSession, T
@@ -91,18 +93,19 @@ def compacted_records(
     return spark.createDataFrame(rdd, LATEST_SCHEMA, verifySchema=False)
 
 
-def persisted_latest(
-    spark: SparkSession, stream_url: str, plan: ReplayPlan
+def persisted_decode(
+    spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
 ) -> tuple[DataFrame, list[DataFrame]]:
-    """The plan's records compacted (``latest_records`` columns, persisted) and the frames to
-    unpersist after: in one read, or by the two Spark passes over the plan's records (read by
-    ``reading.sources``) where a task would go over its memory budget."""
-    latest = compacted_records(spark, stream_url, plan).persist()
+    """The plan's records compacted and decoded (``compaction.decoded_latest``), persisted, and
+    the frames to unpersist after. In one job that reads, compacts and decodes (the compacted
+    values are never cached), or by the two Spark passes over the plan's records (read by
+    ``reading.sources``) where a compaction task would go over its memory budget."""
+    decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
     try:
-        latest.count()
-        return latest, [latest]
+        decoded.count()
+        return decoded, [decoded]
     except Exception as error:  # a Spark job's error names its cause only in its text
-        latest.unpersist()
+        decoded.unpersist()
         if not is_over_budget(error):
             raise
         lines = [line.strip() for line in str(error).splitlines() if OVER_BUDGET in line]
@@ -111,7 +114,8 @@ def persisted_latest(
     newest = newest_offsets(records).persist()
     broadcast = broadcasts_winners(spark, newest)
     latest = latest_records(records, newest, broadcast=broadcast).persist()
-    return latest, [newest, latest]
+    decoded = decoded_latest(latest, schema).persist()
+    return decoded, [newest, latest, decoded]
 
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:

@@ -3,17 +3,16 @@
 A full rebuild needs, per key, only the newest record: ``newest_offsets`` finds it from keys,
 offsets and null-ness alone, before any value is decoded, with a hash aggregation of fixed-width
 columns, then ``latest_records`` fetches only the winners' values from a second read (by a
-broadcast join when ``broadcasts_winners`` says the driver can hold them).
-Truncate candidates (records whose key is null or is the changelog's truncate key) are kept one
-by one; ``rebuild_table`` decodes just those to find truncates, drops per partition every record
-at or before the partition's last truncate, drops keys whose newest record is a tombstone,
-decodes the survivors, drops those a truncate in another partition clears (``after_truncates``),
-keeps per primary key the image with the highest ``__pos`` (a key may survive in several
-partitions after a repartitioning), and drops deletes. Persist the result of ``latest_records``
-when the rebuild's rows, bad records and truncates are all consumed, and ``Rebuild.decoded`` to
-decode the survivors once for both the rows and the bad records; when
-``has_truncate_candidates`` says no record may be a truncate, ``rebuild_table(...,
-candidates=False)`` leaves out the truncate jobs and joins.
+broadcast join when ``broadcasts_winners`` says the driver can hold them); the one-read
+compaction of ``compacted_read`` gives the same rows. Truncate candidates (records whose key is
+null or is the changelog's truncate key) are kept one by one. ``decoded_latest`` decodes every
+kept value in one pass (persist it: the rows and the bad records both read it);
+``rebuild_table`` then finds the truncates among the candidates, drops per partition every
+record at or before the partition's last truncate, drops keys whose newest record is a
+tombstone, drops those a truncate in another partition clears (``after_truncates``), keeps per
+primary key the image with the highest ``__pos`` (a key may survive in several partitions after
+a repartitioning), and drops deletes. When ``has_truncate_candidates`` says no record may be a
+truncate, ``rebuild_table(..., candidates=False)`` leaves out the truncate jobs and joins.
 """
 
 from __future__ import annotations
@@ -213,8 +212,7 @@ def cleared_by(truncates: Sequence[Truncate]) -> Column:
 class Rebuild:
     """A rebuilt table: the truncates seen (topic, partition, ``__truncate_offset``), the bad
     records (``decode.BAD_COLUMNS``) and ``rows()``; ``rows()`` and ``bad`` both read
-    ``decoded`` (the decoded survivors, ``Decoded.all`` without ``__source`` and ``__txn``:
-    persist it)."""
+    ``decoded`` (``decoded_latest`` output, persisted by the caller)."""
 
     changes: DataFrame
     truncates: DataFrame
@@ -245,55 +243,57 @@ def _live() -> Column:
     return (F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED)
 
 
-def has_truncate_candidates(latest: DataFrame) -> bool:
-    """Whether ``latest_records`` output holds a record that may be a truncate (a Spark job)."""
-    return bool(latest.where(F.col(CANDIDATE).isNotNull()).limit(1).count())
-
-
-def rebuild_table(
-    latest: DataFrame,
-    schema: TopicSchema,
-    decode: Decoder = decode_native,
-    *,
-    candidates: bool = True,
-) -> Rebuild:
-    """The final image of every live key from ``latest_records`` output (see the module doc);
-    ``candidates=False`` when ``has_truncate_candidates`` is false: no truncate to look for."""
-    keyed = latest.where(F.col(CANDIDATE).isNull())
-    after = F.col(LIVE_OFFSET).isNotNull()
-    if candidates:
-        truncates, unkeyed = _truncates(latest, schema, decode)
-        keyed = keyed.join(F.broadcast(truncates), ["topic", "partition"], "left")
-        after &= F.col(TRUNCATE_OFFSET).isNull() | (F.col(LIVE_OFFSET) > F.col(TRUNCATE_OFFSET))
-    survivors = keyed.where(after).select(
+def decoded_latest(
+    latest: DataFrame, schema: TopicSchema, decode: Decoder = decode_native
+) -> DataFrame:
+    """Every record of ``latest_records`` output that holds a value, decoded in one pass: each
+    key's newest live image (``__tombstoned`` if a tombstone came after it) and the truncate
+    candidates (``__candidate`` true), as ``Decoded.all`` without ``__source`` and ``__txn``,
+    which a rebuild does not read (less to copy into the persisted decode). Persist it."""
+    survivors = latest.where(F.col(LIVE_OFFSET).isNotNull()).select(
         "topic", "partition", F.col(LIVE_OFFSET).alias("offset"), "key",
         F.col(LIVE_VALUE).alias("value"), "timestamp_ms",
         (F.col("offset") != F.col(LIVE_OFFSET)).alias(TOMBSTONED),
+        F.col(CANDIDATE).isNotNull().alias(CANDIDATE),
     )  # fmt: skip
-    # Without the source struct and transaction id, which a rebuild does not read: less to
-    # copy into the persisted decode (``Rebuild.decoded``).
-    decoded = Decoded(decode(survivors, schema, (TOMBSTONED,)).all.drop(SOURCE, TXN), schema)
-    changes, bad = decoded.good.where(F.col(OP) != OP_TRUNCATE), decoded.bad
+    return decode(survivors, schema, (TOMBSTONED, CANDIDATE)).all.drop(SOURCE, TXN)
+
+
+def has_truncate_candidates(decoded: DataFrame) -> bool:
+    """Whether ``decoded_latest`` output holds a record that may be a truncate (a Spark job)."""
+    return bool(decoded.where(F.col(CANDIDATE)).limit(1).count())
+
+
+def rebuild_table(decoded: DataFrame, schema: TopicSchema, *, candidates: bool = True) -> Rebuild:
+    """The final image of every live key from ``decoded_latest`` output (see the module doc);
+    ``candidates=False`` when ``has_truncate_candidates`` is false: no truncate to look for."""
+    keyed = decoded.where(~F.col(CANDIDATE)).drop(CANDIDATE)
     if candidates:
-        changes, bad = after_truncates(changes, truncates), unkeyed.unionByName(bad)
+        found = Decoded(decoded.where(F.col(CANDIDATE)).drop(CANDIDATE, TOMBSTONED), schema)
+        unkeyed = found.all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
+        unkeyed = unkeyed.withColumn(
+            ERROR, F.coalesce(F.col(ERROR), F.lit("a change without a record key"))
+        )
+        truncates = truncate_offsets(found.good)
+        # A record at or before its partition's last truncate is neither a row nor a bad record.
+        here = truncates.select(
+            F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), TRUNCATE_OFFSET
+        )
+        keyed = (
+            keyed.join(F.broadcast(here), [TOPIC, PARTITION], "left")
+            .where(F.col(TRUNCATE_OFFSET).isNull() | (F.col(OFFSET) > F.col(TRUNCATE_OFFSET)))
+            .select(*keyed.columns)
+        )
+    survivors = Decoded(keyed, schema)
+    changes, bad = survivors.good.where(F.col(OP) != OP_TRUNCATE), survivors.bad
+    if candidates:
+        changes = after_truncates(changes, truncates)
+        bad = Decoded(unkeyed, schema).bad.unionByName(bad)
     else:
         # No truncates, planned on the JVM (createDataFrame of an empty list costs 0.35 s cold).
-        truncates = latest.limit(0).select(
-            "topic", "partition", F.lit(None).cast(T.LongType()).alias(TRUNCATE_OFFSET),
+        truncates = decoded.limit(0).select(
+            F.col(TOPIC).alias("topic"), F.col(PARTITION).alias("partition"),
+            F.lit(None).cast(T.LongType()).alias(TRUNCATE_OFFSET),
             F.lit(None).cast(T.StringType()).alias(TRUNCATE_POS),
         )  # fmt: skip
-    return Rebuild(changes, truncates, bad, decoded.all, schema)
-
-
-def _truncates(
-    latest: DataFrame, schema: TopicSchema, decode: Decoder
-) -> tuple[DataFrame, DataFrame]:
-    """The truncates among the candidates (``truncate_offsets``) and, as bad records, the
-    candidates that are neither truncates nor tombstones."""
-    raw = ["topic", "partition", "offset", "key", "value", "timestamp_ms"]
-    found = decode(latest.where(F.col(CANDIDATE).isNotNull()).select(*raw), schema, ())
-    unkeyed = found.all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
-    unkeyed = unkeyed.withColumn(
-        ERROR, F.coalesce(F.col(ERROR), F.lit("a change without a record key"))
-    )
-    return truncate_offsets(found.good), Decoded(unkeyed, schema).bad
+    return Rebuild(changes, truncates, bad, decoded, schema)

@@ -21,7 +21,7 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
-from replay.decode.compacted_read import persisted_latest
+from replay.decode.compacted_read import persisted_decode
 from replay.decode.compaction import Truncate, has_truncate_candidates, rebuild_table
 from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
@@ -232,10 +232,9 @@ class ReplayEngine:
         rows: Callable[[], DataFrame]
         rebuilt = None
         if not job.stop.is_source_position:
-            # Compacted and decoded once each: the bad-record check and the write read both.
-            latest, persisted = persisted_latest(self.spark, self.stream.url, plan)
-            rebuilt = rebuild_table(latest, schema, candidates=has_truncate_candidates(latest))
-            persisted.append(rebuilt.decoded.persist())
+            # Compacted and decoded in one job: the bad-record check and the write read it.
+            decoded, persisted = persisted_decode(self.spark, self.stream.url, plan, schema)
+            rebuilt = rebuild_table(decoded, schema, candidates=has_truncate_candidates(decoded))
             if rebuilt.lacks_values():  # rebuilt as a batch: filled from the older images
                 rebuilt = None
                 while persisted:

@@ -141,6 +141,13 @@ class Changelog:
         change = CapturedChange(ACCOUNTS.name, {}, None, None, ChangeKind.TRUNCATE)
         return self.commit(change, cleared=cleared)
 
+    def append(self, partition: int, key: bytes | None, value: bytes | None) -> int:
+        """Append one raw record (e.g. a bad one) to ``partition``; returns its offset."""
+        offset = self._next[partition]
+        self._next[partition] += 1
+        self.records.append((self.topic, partition, offset, key, value, offset))
+        return offset
+
 
 def by_offset(rows: Iterable[Any]) -> list[Any]:
     """Decoded rows sorted by (topic, partition, offset)."""

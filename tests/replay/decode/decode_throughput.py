@@ -21,7 +21,7 @@ from typing import Any
 from cdc.streams.local import LocalLog
 from cdc.streams.protocol import TopicPartition
 from replay.decode.changes import decode_native
-from replay.decode.compaction import latest_records, rebuild_table
+from replay.decode.compaction import decoded_latest, latest_records, rebuild_table
 from replay.decode.fallback import decode_python
 from replay.decode.schema import TopicSchema
 from replay.reading.local_log import local_log_records
@@ -171,7 +171,7 @@ def main() -> None:
     print(f"{total:,} records ({args.keys:,} keys), local[2]")
     report(spark, "generate only", records, total, args.runs)
     report(spark, "native decode", decode_native(records, schema).good, total, args.runs)
-    rebuild = rebuild_table(latest_records(records), schema)
+    rebuild = rebuild_table(decoded_latest(latest_records(records), schema), schema)
     rows = rebuild.rows()
     report(spark, "fast-path rebuild", rows, total, args.runs)
     print(f"  ({rows.count():,} rows rebuilt)")

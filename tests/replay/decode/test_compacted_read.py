@@ -12,7 +12,7 @@ import pytest
 from cdc.streams.protocol import EventStream, TopicPartition
 from cdc.streams.registry import open_stream
 from replay.decode.compacted_read import compact_range, compacted_records, is_over_budget
-from replay.decode.compaction import latest_records, rebuild_table
+from replay.decode.compaction import decoded_latest, latest_records, rebuild_table
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay
 from replay.reading.sources import read_records
@@ -63,7 +63,7 @@ def test_one_read_equals_the_two_passes_and_rebuilds_the_table(
     columns = two_passes.columns
     assert sorted(one_read.select(*columns).collect()) == sorted(two_passes.collect())
     assert one_read.where("__candidate IS NOT NULL").count() == log.partitions  # the truncates
-    rebuild = rebuild_table(one_read, _schema(log))
+    rebuild = rebuild_table(decoded_latest(one_read, _schema(log)), _schema(log))
     rows = sorted((comparable(r) for r in rebuild.rows().collect()), key=lambda r: r["id"])
     assert rows == [comparable(table[k]) for k in sorted(table)]
     assert rebuild.truncates.count() == log.partitions and rebuild.bad.count() == 0

@@ -14,6 +14,7 @@ from replay.decode import compaction, repeated_keys
 from replay.decode.compaction import (
     WINNER_BROADCAST_BYTES,
     broadcasts_winners,
+    decoded_latest,
     has_truncate_candidates,
     latest_records,
     newest_offsets,
@@ -81,10 +82,11 @@ def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any, broadcast: b
     driver can broadcast (a 10 M-key rebuild ran out of driver memory)."""
     log, table = _history()
     latest = latest_records(raw_frame(spark, log.records), broadcast=broadcast).persist()
-    assert has_truncate_candidates(latest)
     join = "BroadcastHashJoin" if broadcast else "ShuffledHashJoin"
     assert join in _plan(latest), _plan(latest)
-    rebuild = rebuild_table(latest, _schema(log))
+    decoded = decoded_latest(latest, _schema(log)).persist()
+    assert has_truncate_candidates(decoded)
+    rebuild = rebuild_table(decoded, _schema(log))
     rows = rebuild.rows().collect()
     assert sorted((comparable(r) for r in rows), key=lambda r: r["id"]) == [
         comparable(table[k]) for k in sorted(table)
@@ -92,6 +94,7 @@ def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any, broadcast: b
     assert all(r["__unavailable"] == [] for r in rows)
     assert rebuild.truncates.count() == 3  # the truncate reached every partition
     assert rebuild.bad.count() == 0
+    decoded.unpersist()
     latest.unpersist()
 
 
@@ -105,8 +108,7 @@ def test_keys_in_several_partitions_keep_their_newest_change(
     monkeypatch.setattr(repeated_keys, "REPEATED_KEYS_BROADCAST", at_most)
     log, table = _history()
     latest = latest_records(raw_frame(spark, log.records)).persist()
-    rebuild = rebuild_table(latest, _schema(log))
-    rebuild.decoded.persist()
+    rebuild = rebuild_table(decoded_latest(latest, _schema(log)).persist(), _schema(log))
     rows = rebuild.rows()
     assert "LeftAnti" in _plan(rows)
     assert ("ShuffledHashJoin" in _plan(rows)) == (at_most == 0)
@@ -123,7 +125,8 @@ def test_rebuild_without_truncate_and_with_bad_records(spark: Any) -> None:
     log.upsert(None, account(2))
     records = [*log.records, ("proc.accounts", 0, 2, b'{"id":3}', b"not json", 0)]
     records.append(("proc.accounts", 0, 3, None, b'{"also": "not an event"}', 0))
-    rebuild = rebuild_table(latest_records(raw_frame(spark, records)), _schema(log), decode_python)
+    latest = latest_records(raw_frame(spark, records))
+    rebuild = rebuild_table(decoded_latest(latest, _schema(log), decode_python), _schema(log))
     assert sorted(r["id"] for r in rebuild.rows().collect()) == [1, 2]
     assert not rebuild.truncated()  # (decoded on the Python path)
     bad = {r.offset: r.reason for r in rebuild.bad.collect()}
@@ -141,9 +144,9 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     log.delete(table.pop(3))
     records = [*log.records, ("proc.accounts", 0, 99, b'{"id":9}', b"not json", 0)]
     latest = latest_records(raw_frame(spark, records)).persist()
-    assert not has_truncate_candidates(latest)
-    full, lean = (rebuild_table(latest, _schema(log), candidates=c) for c in (True, False))
-    lean.decoded.persist()
+    decoded = decoded_latest(latest, _schema(log)).persist()
+    assert not has_truncate_candidates(decoded)
+    full, lean = (rebuild_table(decoded, _schema(log), candidates=c) for c in (True, False))
     assert "InMemoryTableScan" in _plan(lean.rows()) and "InMemoryTableScan" in _plan(lean.bad)
     assert "LeftAnti" not in _plan(lean.rows())  # no key in two partitions: no pick
     assert sorted((comparable(r) for r in lean.rows().collect()), key=lambda r: r["id"]) == [
@@ -152,8 +155,26 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     assert sorted(lean.rows().collect()) == sorted(full.rows().collect())
     assert [r.offset for r in lean.bad.collect()] == [r.offset for r in full.bad.collect()] == [99]
     assert not lean.truncated()
-    lean.decoded.unpersist()
+    decoded.unpersist()
     latest.unpersist()
+
+
+def test_a_bad_record_a_truncate_clears_is_not_reported(spark: Any) -> None:
+    """Records at or before their partition's last truncate are neither rows nor bad records,
+    though the rebuild decodes them with the rest in one pass."""
+    log = Changelog()
+    log.upsert(None, account(1))
+    log.append(0, b'{"id":3}', b"not json")
+    log.truncate([account(1)])
+    log.upsert(None, account(2))
+    schema = _schema(log)
+    after = log.append(0, b'{"id":4}', b"not json")
+    decoded = decoded_latest(latest_records(raw_frame(spark, log.records)), schema).persist()
+    rebuild = rebuild_table(decoded, schema, candidates=has_truncate_candidates(decoded))
+    assert [r["id"] for r in rebuild.rows().collect()] == [2]
+    assert rebuild.truncated()
+    assert [r.offset for r in rebuild.bad.collect()] == [after]
+    decoded.unpersist()
 
 
 def test_winners_are_broadcast_up_to_the_driver_heaps_share(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cdc.streams.local import LocalLog
-from replay.decode.compaction import latest_records, rebuild_table
+from replay.decode.compaction import decoded_latest, latest_records, rebuild_table
 from replay.decode.schema import TopicSchema
 from replay.sinks.registry import open_sink
 from replay.tables.engine import ReplayEngine, ReplayJob
@@ -53,9 +53,11 @@ def log(tmp_path: Path) -> Iterator[LocalLog]:
 def test_compaction_finds_the_newest_images_that_lack_a_value(spark: Any) -> None:
     records = _records()
     schema = TopicSchema.from_record(records[-1][1], records[-1][0])
-    full = rebuild_table(latest_records(raw_frame(spark, as_records(TOPIC, records))), schema)
+    full, whole = (
+        rebuild_table(decoded_latest(latest_records(raw_frame(spark, rows)), schema), schema)
+        for rows in (as_records(TOPIC, records), as_records(TOPIC, records[:2]))
+    )
     assert full.lacks_values()
-    whole = rebuild_table(latest_records(raw_frame(spark, as_records(TOPIC, records[:2]))), schema)
     assert not whole.lacks_values()
 
 
