@@ -11,8 +11,8 @@ kept value in one pass (persist it: the rows and the bad records both read it);
 record at or before the partition's last truncate, drops keys whose newest record is a
 tombstone, drops those a truncate in another partition clears (``after_truncates``), keeps per
 primary key the image with the highest ``__pos`` (a key may survive in several partitions after
-a repartitioning), and drops deletes. When ``has_truncate_candidates`` says no record may be a
-truncate, ``rebuild_table(..., candidates=False)`` leaves out the truncate jobs and joins.
+a repartitioning), and drops deletes. When ``survey`` finds no record that may be a truncate,
+``rebuild_table(..., candidates=False)`` leaves out the truncate jobs and joins.
 """
 
 from __future__ import annotations
@@ -233,10 +233,6 @@ class Rebuild:
         job; an image of a key kept in several partitions counts even if not the newest)."""
         return bool(self.changes.where(_live() & (F.size(UNAVAILABLE) > 0)).limit(1).count())
 
-    def truncated(self) -> bool:
-        """Whether a truncate was seen (runs a Spark job)."""
-        return bool(self.truncates.limit(1).count())
-
 
 def _live() -> Column:
     """A decoded survivor that is an upsert with no tombstone after it."""
@@ -248,8 +244,8 @@ def decoded_latest(
 ) -> DataFrame:
     """Every record of ``latest_records`` output that holds a value, decoded in one pass: each
     key's newest live image (``__tombstoned`` if a tombstone came after it) and the truncate
-    candidates (``__candidate`` true), as ``Decoded.all`` without ``__source`` and ``__txn``,
-    which a rebuild does not read (less to copy into the persisted decode). Persist it."""
+    candidates (``__candidate`` true), as ``Decoded.all`` without ``__source`` and ``__txn``
+    (unread by a rebuild: less to copy into the persisted decode). Persist it."""
     survivors = latest.where(F.col(LIVE_OFFSET).isNotNull()).select(
         "topic", "partition", F.col(LIVE_OFFSET).alias("offset"), "key",
         F.col(LIVE_VALUE).alias("value"), "timestamp_ms",
@@ -259,14 +255,17 @@ def decoded_latest(
     return decode(survivors, schema, (TOMBSTONED, CANDIDATE)).all.drop(SOURCE, TXN)
 
 
-def has_truncate_candidates(decoded: DataFrame) -> bool:
-    """Whether ``decoded_latest`` output holds a record that may be a truncate (a Spark job)."""
-    return bool(decoded.where(F.col(CANDIDATE)).limit(1).count())
+def survey(decoded: DataFrame) -> tuple[bool, bool]:
+    """Whether ``decoded_latest`` output holds a record that may be a truncate, and a keyed live
+    image that may lack a value (``Rebuild.lacks_values`` then says for sure): one Spark job."""
+    lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
+    row = decoded.agg(F.bool_or(CANDIDATE), F.bool_or(lacking)).first()
+    return (bool(row[0]), bool(row[1])) if row else (False, False)
 
 
 def rebuild_table(decoded: DataFrame, schema: TopicSchema, *, candidates: bool = True) -> Rebuild:
     """The final image of every live key from ``decoded_latest`` output (see the module doc);
-    ``candidates=False`` when ``has_truncate_candidates`` is false: no truncate to look for."""
+    ``candidates=False`` when ``survey`` finds no truncate candidate: no truncate to look for."""
     keyed = decoded.where(~F.col(CANDIDATE)).drop(CANDIDATE)
     if candidates:
         found = Decoded(decoded.where(F.col(CANDIDATE)).drop(CANDIDATE, TOMBSTONED), schema)

@@ -22,7 +22,7 @@ from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
 from replay.decode.compacted_read import persisted_decode
-from replay.decode.compaction import Truncate, has_truncate_candidates, rebuild_table
+from replay.decode.compaction import Truncate, rebuild_table, survey
 from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
@@ -234,8 +234,9 @@ class ReplayEngine:
         if not job.stop.is_source_position:
             # Compacted and decoded in one job: the bad-record check and the write read it.
             decoded, persisted = persisted_decode(self.spark, self.stream.url, plan, schema)
-            rebuilt = rebuild_table(decoded, schema, candidates=has_truncate_candidates(decoded))
-            if rebuilt.lacks_values():  # rebuilt as a batch: filled from the older images
+            candidates, lacking = survey(decoded)
+            rebuilt = rebuild_table(decoded, schema, candidates=candidates)
+            if lacking and rebuilt.lacks_values():  # rebuilt as a batch: filled from older images
                 rebuilt = None
                 while persisted:
                     persisted.pop().unpersist()

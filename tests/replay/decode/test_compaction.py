@@ -15,10 +15,10 @@ from replay.decode.compaction import (
     WINNER_BROADCAST_BYTES,
     broadcasts_winners,
     decoded_latest,
-    has_truncate_candidates,
     latest_records,
     newest_offsets,
     rebuild_table,
+    survey,
 )
 from replay.decode.fallback import decode_python
 from replay.decode.schema import TopicSchema
@@ -85,7 +85,7 @@ def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any, broadcast: b
     join = "BroadcastHashJoin" if broadcast else "ShuffledHashJoin"
     assert join in _plan(latest), _plan(latest)
     decoded = decoded_latest(latest, _schema(log)).persist()
-    assert has_truncate_candidates(decoded)
+    assert survey(decoded) == (True, False)
     rebuild = rebuild_table(decoded, _schema(log))
     rows = rebuild.rows().collect()
     assert sorted((comparable(r) for r in rows), key=lambda r: r["id"]) == [
@@ -128,7 +128,7 @@ def test_rebuild_without_truncate_and_with_bad_records(spark: Any) -> None:
     latest = latest_records(raw_frame(spark, records))
     rebuild = rebuild_table(decoded_latest(latest, _schema(log), decode_python), _schema(log))
     assert sorted(r["id"] for r in rebuild.rows().collect()) == [1, 2]
-    assert not rebuild.truncated()  # (decoded on the Python path)
+    assert rebuild.truncates.count() == 0  # (decoded on the Python path)
     bad = {r.offset: r.reason for r in rebuild.bad.collect()}
     assert sorted(bad) == [2, 3]
     assert "not JSON" in bad[2] and "offset 2" in bad[2]
@@ -145,7 +145,7 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     records = [*log.records, ("proc.accounts", 0, 99, b'{"id":9}', b"not json", 0)]
     latest = latest_records(raw_frame(spark, records)).persist()
     decoded = decoded_latest(latest, _schema(log)).persist()
-    assert not has_truncate_candidates(decoded)
+    assert survey(decoded) == (False, False)
     full, lean = (rebuild_table(decoded, _schema(log), candidates=c) for c in (True, False))
     assert "InMemoryTableScan" in _plan(lean.rows()) and "InMemoryTableScan" in _plan(lean.bad)
     assert "LeftAnti" not in _plan(lean.rows())  # no key in two partitions: no pick
@@ -154,7 +154,7 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     ]
     assert sorted(lean.rows().collect()) == sorted(full.rows().collect())
     assert [r.offset for r in lean.bad.collect()] == [r.offset for r in full.bad.collect()] == [99]
-    assert not lean.truncated()
+    assert lean.truncates.count() == 0
     decoded.unpersist()
     latest.unpersist()
 
@@ -170,9 +170,10 @@ def test_a_bad_record_a_truncate_clears_is_not_reported(spark: Any) -> None:
     schema = _schema(log)
     after = log.append(0, b'{"id":4}', b"not json")
     decoded = decoded_latest(latest_records(raw_frame(spark, log.records)), schema).persist()
-    rebuild = rebuild_table(decoded, schema, candidates=has_truncate_candidates(decoded))
+    candidates, _ = survey(decoded)
+    rebuild = rebuild_table(decoded, schema, candidates=candidates)
     assert [r["id"] for r in rebuild.rows().collect()] == [2]
-    assert rebuild.truncated()
+    assert rebuild.truncates.count() == 1
     assert [r.offset for r in rebuild.bad.collect()] == [after]
     decoded.unpersist()
 
