@@ -4,7 +4,7 @@
 one change per primary key, the one with the highest ``__pos`` (``__op`` ``u`` or ``d``). A
 truncate in the batch clears the table at it: the changes it clears are dropped (in its
 partition those at or before it, in the others those before it in source order: see
-``compaction.after_truncates``), every row is marked ``__truncated``, and one ``t`` row
+``truncates.after_truncates``), every row is marked ``__truncated``, and one ``t`` row
 (null columns) is added, which sinks apply as the truncate and drop. ``truncates`` gives the
 truncate offsets, for an engine that prefers to split the batch at them. Truncates are looked
 for among the records whose key is null or the changelog's truncate key (Debezium's and ours).
@@ -37,7 +37,9 @@ from replay.decode.changes import (
     Decoder,
     decode_native,
 )
-from replay.decode.compaction import (
+from replay.decode.cut import cut_at
+from replay.decode.schema import TopicSchema
+from replay.decode.truncates import (
     TRUNCATE_POS,
     TRUNCATES_SCHEMA,
     Truncate,
@@ -47,8 +49,6 @@ from replay.decode.compaction import (
     is_truncate_candidate,
     truncate_offsets,
 )
-from replay.decode.cut import cut_at
-from replay.decode.schema import TopicSchema
 from replay.expression_cache import ExpressionCache
 from replay.reading.bounds import Bound
 from replay.sinks.protocol import OP, OP_REJECTED, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED

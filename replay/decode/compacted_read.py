@@ -32,7 +32,6 @@ from replay.decode.compaction import (
     CANDIDATE,
     LIVE_OFFSET,
     LIVE_VALUE,
-    TRUNCATE_KEYS,
     OverBudget,
     broadcasts_winners,
     decoded_latest,
@@ -40,6 +39,7 @@ from replay.decode.compaction import (
     newest_offsets,
 )
 from replay.decode.schema import TopicSchema
+from replay.decode.truncates import TRUNCATE_KEYS
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.reading.sources import read_records
 from replay.spark import DataFrame, SparkSession, T

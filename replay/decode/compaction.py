@@ -11,16 +11,15 @@ kept value in one pass (persist it: the rows and the bad records both read it);
 record at or before the partition's last truncate, drops keys whose newest record is a
 tombstone, drops those a truncate in another partition clears (``after_truncates``), keeps per
 primary key the image with the highest ``__pos`` (a key may survive in several partitions after
-a repartitioning), and drops deletes. When ``survey`` finds no record that may be a truncate,
-``rebuild_table(..., candidates=False)`` leaves out the truncate jobs and joins.
+a repartitioning), and drops deletes. Given what ``survey`` found, ``rebuild_table`` leaves out
+the truncate joins when no record may be a truncate, and the bad records when none is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from cdc.streams.protocol import TopicPartition
 from replay.decode.changes import (
     ERROR,
     OFFSET,
@@ -33,45 +32,25 @@ from replay.decode.changes import (
     Decoder,
     decode_native,
 )
-from replay.decode.position import STREAM_POSITION_CHARS, source_part
 from replay.decode.repeated_keys import newest_per_key
 from replay.decode.schema import TopicSchema
+from replay.decode.truncates import (
+    TRUNCATE_OFFSET,
+    TRUNCATE_POS,
+    after_truncates,
+    is_truncate_candidate,
+    truncate_offsets,
+)
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes
 
-TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
-"""Record keys of the changelog's truncate events (schemas on, schemas off)."""
 CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
-TRUNCATE_OFFSET, TRUNCATE_POS = "__truncate_offset", "__truncate_pos"
 LIVE_OFFSET, LIVE_VALUE = "__live_offset", "__live_value"
-_TRUNCATE_SOURCE = "__truncate_source"
-TRUNCATES_SCHEMA = T.StructType(
-    [
-        T.StructField("topic", T.StringType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField(TRUNCATE_OFFSET, T.LongType()),
-        T.StructField(TRUNCATE_POS, T.StringType()),
-    ]
-)
 
 
 class OverBudget(MemoryError):
     """A compaction task's newest values outgrew its budget (``compacted_read``, which mypyc
     compiles and so cannot define a ``MemoryError`` of its own)."""
-
-
-@dataclass(frozen=True, order=True)
-class Truncate:
-    """A truncate event: its ``__pos`` (source part first), partition and offset."""
-
-    pos: str
-    tp: TopicPartition
-    offset: int
-
-
-def is_truncate_candidate(key: Column) -> Column:
-    """Records that may be truncates: a null key, or the changelog's truncate key."""
-    return key.isNull() | key.isin(*(F.lit(k) for k in TRUNCATE_KEYS))
 
 
 WINNER_BROADCAST_BYTES = 1024
@@ -139,75 +118,6 @@ def broadcasts_winners(spark: SparkSession, newest: DataFrame) -> bool:
     return newest.count() <= driver_heap_bytes(spark) // WINNER_BROADCAST_BYTES
 
 
-def truncate_offsets(decoded: DataFrame) -> DataFrame:
-    """Per (topic, partition) of decoded changes, the offset (and ``__pos``) of the last
-    truncate."""
-    truncates = decoded.where(F.col(OP) == OP_TRUNCATE)
-    return truncates.groupBy(F.col(TOPIC).alias("topic"), F.col(PARTITION).alias("partition")).agg(
-        F.max(OFFSET).alias(TRUNCATE_OFFSET), F.max(POS).alias(TRUNCATE_POS)
-    )
-
-
-def after_truncates(decoded: DataFrame, truncates: DataFrame) -> DataFrame:
-    """The decoded changes that no truncate of ``truncates`` (``truncate_offsets``) clears.
-
-    A truncate event lands in one partition but clears the whole table: in its partition it
-    clears the changes at or before its offset, in the others those whose source position (the
-    source part of ``__pos``) is before the topic's last truncate's. A change at the same source
-    position in another partition is kept, and so is every change of a connector without source
-    positions: stream positions of different partitions do not compare.
-    """
-    last = truncates.groupBy(F.col("topic").alias(TOPIC)).agg(
-        F.max(source_part(F.col(TRUNCATE_POS))).alias(_TRUNCATE_SOURCE)
-    )
-    per_partition = truncates.select(
-        F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), TRUNCATE_OFFSET
-    )
-    cleared_here = F.col(OFFSET) <= F.col(TRUNCATE_OFFSET)
-    cleared_elsewhere = (F.col(_TRUNCATE_SOURCE) != "") & (
-        source_part(F.col(POS)) < F.col(_TRUNCATE_SOURCE)
-    )
-    return (
-        decoded.join(F.broadcast(per_partition), [TOPIC, PARTITION], "left")
-        .join(F.broadcast(last), [TOPIC], "left")
-        .where(
-            ~F.coalesce(cleared_here, F.lit(False)) & ~F.coalesce(cleared_elsewhere, F.lit(False))
-        )
-        .select(*decoded.columns)
-    )
-
-
-def after_known_truncates(decoded: DataFrame, truncates: Sequence[Truncate]) -> DataFrame:
-    """``after_truncates`` for truncates found beforehand (``batches.find_truncates``): the
-    same filter as literal conditions, so a batch runs no join and no broadcast job for it."""
-    return decoded.where(~cleared_by(truncates))
-
-
-def cleared_by(truncates: Sequence[Truncate]) -> Column:
-    """True (never null) for the decoded changes that ``truncates`` clear (see
-    ``after_known_truncates``)."""
-    offsets: dict[TopicPartition, int] = {}
-    sources: dict[str, str] = {}
-    for tp in {t.tp for t in truncates}:
-        mine = [t for t in truncates if t.tp == tp]
-        offsets[tp] = max(t.offset for t in mine)
-        source = max(t.pos for t in mine)[:-STREAM_POSITION_CHARS]  # as truncate_offsets does
-        sources[tp.topic] = max(sources.get(tp.topic, ""), source)
-    conditions = [
-        (F.col(TOPIC) == tp.topic) & (F.col(PARTITION) == tp.partition) & (F.col(OFFSET) <= o)
-        for tp, o in offsets.items()
-    ]
-    conditions += [
-        (F.col(TOPIC) == topic) & (source_part(F.col(POS)) < F.lit(source))
-        for topic, source in sources.items()
-        if source
-    ]
-    cleared = F.lit(False)
-    for condition in conditions:
-        cleared = cleared | F.coalesce(condition, F.lit(False))
-    return cleared
-
-
 @dataclass(frozen=True)
 class Rebuild:
     """A rebuilt table: the truncates seen (topic, partition, ``__truncate_offset``), the bad
@@ -255,25 +165,39 @@ def decoded_latest(
     return decode(survivors, schema, (TOMBSTONED, CANDIDATE)).all.drop(SOURCE, TXN)
 
 
-def survey(decoded: DataFrame) -> tuple[bool, bool]:
-    """Whether ``decoded_latest`` output holds a record that may be a truncate, and a keyed live
-    image that may lack a value (``Rebuild.lacks_values`` then says for sure): one Spark job."""
+class Survey(NamedTuple):
+    """What ``survey`` found in ``decoded_latest`` output: a record that may be a truncate, one
+    that did not decode, a keyed live image that may lack an unchanged TOAST value
+    (``Rebuild.lacks_values`` then says for sure)."""
+
+    candidates: bool
+    rejected: bool
+    lacking: bool
+
+
+ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
+"""No survey: look for everything."""
+
+
+def survey(decoded: DataFrame) -> Survey:
+    """``Survey`` of ``decoded_latest`` output (one Spark job)."""
     lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
-    row = decoded.agg(F.bool_or(CANDIDATE), F.bool_or(lacking)).first()
-    return (bool(row[0]), bool(row[1])) if row else (False, False)
+    found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
+    row = decoded.agg(*found).first()
+    return Survey(*(bool(v) for v in row)) if row else Survey(False, False, False)
 
 
-def rebuild_table(decoded: DataFrame, schema: TopicSchema, *, candidates: bool = True) -> Rebuild:
+def rebuild_table(decoded: DataFrame, schema: TopicSchema, found: Survey = ANYTHING) -> Rebuild:
     """The final image of every live key from ``decoded_latest`` output (see the module doc);
-    ``candidates=False`` when ``survey`` finds no truncate candidate: no truncate to look for."""
+    with ``found`` (``survey``), no truncate or bad-record plan where there is none to find."""
     keyed = decoded.where(~F.col(CANDIDATE)).drop(CANDIDATE)
-    if candidates:
-        found = Decoded(decoded.where(F.col(CANDIDATE)).drop(CANDIDATE, TOMBSTONED), schema)
-        unkeyed = found.all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
+    if found.candidates:
+        unkeyed_all = decoded.where(F.col(CANDIDATE)).drop(CANDIDATE, TOMBSTONED)
+        unkeyed = unkeyed_all.where(F.col(ERROR).isNotNull() | (F.col(OP) != OP_TRUNCATE))
         unkeyed = unkeyed.withColumn(
             ERROR, F.coalesce(F.col(ERROR), F.lit("a change without a record key"))
         )
-        truncates = truncate_offsets(found.good)
+        truncates = truncate_offsets(Decoded(unkeyed_all, schema).good)
         # A record at or before its partition's last truncate is neither a row nor a bad record.
         here = truncates.select(
             F.col("topic").alias(TOPIC), F.col("partition").alias(PARTITION), TRUNCATE_OFFSET
@@ -285,7 +209,9 @@ def rebuild_table(decoded: DataFrame, schema: TopicSchema, *, candidates: bool =
         )
     survivors = Decoded(keyed, schema)
     changes, bad = survivors.good.where(F.col(OP) != OP_TRUNCATE), survivors.bad
-    if candidates:
+    if not found.rejected:  # an empty relation: the bad-record check then runs no job
+        bad = bad.limit(0)
+    if found.candidates:
         changes = after_truncates(changes, truncates)
         bad = Decoded(unkeyed, schema).bad.unionByName(bad)
     else:

@@ -31,9 +31,9 @@ from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjectio
 from projections.errors import ProjectionError
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import OFFSET, PARTITION, TXN, decode_native
-from replay.decode.compaction import Truncate
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import retyped_columns, schema_in_range
+from replay.decode.truncates import Truncate
 from replay.projection.driver_folds import MemoryProjection, delta_frame, memory_schema
 from replay.projection.store import ProjectionStore, projection_store
 from replay.reading.bounds import Bound, BoundKind

@@ -12,7 +12,7 @@ Truncates without a source position (stream order only) are each a group of thei
 Debezium writes a truncate to one partition only (null key). A partition without it stops at
 its first offset at or past the truncate's source position (``source_reach``; its stop when
 none is): the changes before stay in earlier batches or the truncate's, which clears them
-(``compaction.after_truncates``), the ones after go to the truncate's batch or later ones.
+(``truncates.after_truncates``), the ones after go to the truncate's batch or later ones.
 Within a partition, source positions are taken to grow with offsets (one connector task writes
 in commit order); a change redelivered out of order after the truncate's batch is not cleared.
 """
@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 
 from cdc.streams.protocol import TopicPartition
 from replay.decode.changes import OFFSET, PARTITION, decode_native
-from replay.decode.compaction import TRUNCATE_KEYS, Truncate, is_truncate_candidate
 from replay.decode.position import STREAM_POSITION_CHARS, source_position
 from replay.decode.schema import SOURCE_TYPE, TopicSchema
+from replay.decode.truncates import TRUNCATE_KEYS, Truncate, is_truncate_candidate
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.reading.sources import driver_rows, read_records
 from replay.sinks.protocol import OP, OP_TRUNCATE, POS

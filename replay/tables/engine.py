@@ -22,10 +22,11 @@ from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
 from replay.decode.compacted_read import persisted_decode
-from replay.decode.compaction import Truncate, rebuild_table, survey
+from replay.decode.compaction import rebuild_table, survey
 from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
+from replay.decode.truncates import Truncate
 from replay.progress import ProgressCallback, progress_of
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay, resolve_topics
@@ -234,9 +235,8 @@ class ReplayEngine:
         if not job.stop.is_source_position:
             # Compacted and decoded in one job: the bad-record check and the write read it.
             decoded, persisted = persisted_decode(self.spark, self.stream.url, plan, schema)
-            candidates, lacking = survey(decoded)
-            rebuilt = rebuild_table(decoded, schema, candidates=candidates)
-            if lacking and rebuilt.lacks_values():  # rebuilt as a batch: filled from older images
+            rebuilt = rebuild_table(decoded, schema, found := survey(decoded))
+            if found.lacking and rebuilt.lacks_values():  # as a batch: filled from older images
                 rebuilt = None
                 while persisted:
                     persisted.pop().unpersist()

@@ -10,8 +10,8 @@ import pytest
 
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import decode_native
-from replay.decode.compaction import TRUNCATE_KEYS
 from replay.decode.schema import TopicSchema
+from replay.decode.truncates import TRUNCATE_KEYS
 from replay.sinks.protocol import OP, OP_REJECTED, POS, TRUNCATED
 from tests.replay.decode.conftest import (
     PLACEHOLDER,

@@ -12,7 +12,9 @@ import pytest
 from cdc.state.changes import CapturedChange
 from replay.decode import compaction, repeated_keys
 from replay.decode.compaction import (
+    ANYTHING,
     WINNER_BROADCAST_BYTES,
+    Survey,
     broadcasts_winners,
     decoded_latest,
     latest_records,
@@ -85,7 +87,7 @@ def test_rebuild_keeps_exactly_the_newest_image_per_key(spark: Any, broadcast: b
     join = "BroadcastHashJoin" if broadcast else "ShuffledHashJoin"
     assert join in _plan(latest), _plan(latest)
     decoded = decoded_latest(latest, _schema(log)).persist()
-    assert survey(decoded) == (True, False)
+    assert survey(decoded) == Survey(candidates=True, rejected=False, lacking=False)
     rebuild = rebuild_table(decoded, _schema(log))
     rows = rebuild.rows().collect()
     assert sorted((comparable(r) for r in rows), key=lambda r: r["id"]) == [
@@ -145,8 +147,10 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     records = [*log.records, ("proc.accounts", 0, 99, b'{"id":9}', b"not json", 0)]
     latest = latest_records(raw_frame(spark, records)).persist()
     decoded = decoded_latest(latest, _schema(log)).persist()
-    assert survey(decoded) == (False, False)
-    full, lean = (rebuild_table(decoded, _schema(log), candidates=c) for c in (True, False))
+    assert survey(decoded) == Survey(candidates=False, rejected=True, lacking=False)
+    full, lean = (
+        rebuild_table(decoded, _schema(log), found) for found in (ANYTHING, survey(decoded))
+    )
     assert "InMemoryTableScan" in _plan(lean.rows()) and "InMemoryTableScan" in _plan(lean.bad)
     assert "LeftAnti" not in _plan(lean.rows())  # no key in two partitions: no pick
     assert sorted((comparable(r) for r in lean.rows().collect()), key=lambda r: r["id"]) == [
@@ -155,6 +159,11 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     assert sorted(lean.rows().collect()) == sorted(full.rows().collect())
     assert [r.offset for r in lean.bad.collect()] == [r.offset for r in full.bad.collect()] == [99]
     assert lean.truncates.count() == 0
+    clean = decoded_latest(latest.where("offset != 99"), _schema(log)).persist()
+    assert survey(clean) == Survey(candidates=False, rejected=False, lacking=False)
+    nothing_bad = rebuild_table(clean, _schema(log), survey(clean)).bad
+    assert "LocalTableScan <empty>" in _plan(nothing_bad), _plan(nothing_bad)
+    clean.unpersist()
     decoded.unpersist()
     latest.unpersist()
 
@@ -170,8 +179,8 @@ def test_a_bad_record_a_truncate_clears_is_not_reported(spark: Any) -> None:
     schema = _schema(log)
     after = log.append(0, b'{"id":4}', b"not json")
     decoded = decoded_latest(latest_records(raw_frame(spark, log.records)), schema).persist()
-    candidates, _ = survey(decoded)
-    rebuild = rebuild_table(decoded, schema, candidates=candidates)
+    assert survey(decoded) == Survey(candidates=True, rejected=True, lacking=False)
+    rebuild = rebuild_table(decoded, schema, survey(decoded))
     assert [r["id"] for r in rebuild.rows().collect()] == [2]
     assert rebuild.truncates.count() == 1
     assert [r.offset for r in rebuild.bad.collect()] == [after]

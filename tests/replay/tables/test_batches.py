@@ -11,7 +11,7 @@ import pytest
 
 from cdc.streams.local import LocalLog
 from cdc.streams.protocol import TopicPartition
-from replay.decode.compaction import Truncate
+from replay.decode.truncates import Truncate
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.sinks.registry import open_sink

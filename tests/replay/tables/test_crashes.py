@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cdc.streams.protocol import TopicPartition
-from replay.decode.compaction import Truncate
+from replay.decode.truncates import Truncate
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.sinks.protocol import Sink
