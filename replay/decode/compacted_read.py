@@ -33,10 +33,12 @@ from replay.decode.compaction import (
     LIVE_OFFSET,
     LIVE_VALUE,
     OverBudget,
+    Survey,
     broadcasts_winners,
     decoded_latest,
     latest_records,
     newest_offsets,
+    survey,
 )
 from replay.decode.schema import TopicSchema
 from replay.decode.truncates import TRUNCATE_KEYS
@@ -95,15 +97,15 @@ def compacted_records(
 
 def persisted_decode(
     spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
-) -> tuple[DataFrame, list[DataFrame]]:
-    """The plan's records compacted and decoded (``compaction.decoded_latest``), persisted, and
-    the frames to unpersist after. In one job that reads, compacts and decodes (the compacted
-    values are never cached), or by the two Spark passes over the plan's records (read by
-    ``reading.sources``) where a compaction task would go over its memory budget."""
+) -> tuple[DataFrame, list[DataFrame], Survey]:
+    """The plan's records compacted and decoded (``compaction.decoded_latest``), persisted; the
+    frames to unpersist after; and what ``compaction.survey`` finds in the decode, whose job
+    fills the cache. In one job that reads, compacts and decodes (the compacted values are never
+    cached), or by the two Spark passes over the plan's records (read by ``reading.sources``)
+    where a compaction task would go over its memory budget."""
     decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
     try:
-        decoded.count()
-        return decoded, [decoded]
+        return decoded, [decoded], survey(decoded)
     except Exception as error:  # a Spark job's error names its cause only in its text
         decoded.unpersist()
         if not is_over_budget(error):
@@ -115,7 +117,7 @@ def persisted_decode(
     broadcast = broadcasts_winners(spark, newest)
     latest = latest_records(records, newest, broadcast=broadcast).persist()
     decoded = decoded_latest(latest, schema).persist()
-    return decoded, [newest, latest, decoded]
+    return decoded, [newest, latest, decoded], survey(decoded)
 
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:

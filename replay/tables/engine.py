@@ -22,7 +22,7 @@ from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
 from replay.decode.compacted_read import persisted_decode
-from replay.decode.compaction import rebuild_table, survey
+from replay.decode.compaction import rebuild_table
 from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
@@ -234,8 +234,8 @@ class ReplayEngine:
         rebuilt = None
         if not job.stop.is_source_position:
             # Compacted and decoded in one job: the bad-record check and the write read it.
-            decoded, persisted = persisted_decode(self.spark, self.stream.url, plan, schema)
-            rebuilt = rebuild_table(decoded, schema, found := survey(decoded))
+            decoded, persisted, found = persisted_decode(self.spark, self.stream.url, plan, schema)
+            rebuilt = rebuild_table(decoded, schema, found)
             if found.lacking and rebuilt.lacks_values():  # as a batch: filled from older images
                 rebuilt = None
                 while persisted:

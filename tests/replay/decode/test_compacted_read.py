@@ -11,8 +11,13 @@ import pytest
 
 from cdc.streams.protocol import EventStream, TopicPartition
 from cdc.streams.registry import open_stream
-from replay.decode.compacted_read import compact_range, compacted_records, is_over_budget
-from replay.decode.compaction import decoded_latest, latest_records, rebuild_table
+from replay.decode.compacted_read import (
+    compact_range,
+    compacted_records,
+    is_over_budget,
+    persisted_decode,
+)
+from replay.decode.compaction import Survey, latest_records, rebuild_table
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay
 from replay.reading.sources import read_records
@@ -63,11 +68,15 @@ def test_one_read_equals_the_two_passes_and_rebuilds_the_table(
     columns = two_passes.columns
     assert sorted(one_read.select(*columns).collect()) == sorted(two_passes.collect())
     assert one_read.where("__candidate IS NOT NULL").count() == log.partitions  # the truncates
-    rebuild = rebuild_table(decoded_latest(one_read, _schema(log)), _schema(log))
+    one_read.unpersist()
+    decoded, persisted, found = persisted_decode(spark, stream.url, plan, _schema(log))
+    assert persisted == [decoded] and decoded.is_cached
+    assert found == Survey(candidates=True, rejected=False, lacking=False)
+    rebuild = rebuild_table(decoded, _schema(log), found)
     rows = sorted((comparable(r) for r in rebuild.rows().collect()), key=lambda r: r["id"])
     assert rows == [comparable(table[k]) for k in sorted(table)]
     assert rebuild.truncates.count() == log.partitions and rebuild.bad.count() == 0
-    one_read.unpersist()
+    decoded.unpersist()
 
 
 def test_a_task_over_its_budget_names_its_partition(
