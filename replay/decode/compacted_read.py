@@ -4,9 +4,9 @@ A key lives in one partition of a keyed topic, so compaction per (topic, partiti
 shuffle: a task reads its range through the stream's own protocol (``EventStream.read``: the
 Kafka consumer or the local log reader, the same code the processor restores with), keeps per
 key the newest record and the newest record with a value in a dict, and ships only those to the
-JVM (pickled rows). Truncate candidates (``compaction.is_truncate_candidate``) are kept one by
+JVM (pickled rows). Truncate candidates (``truncates.is_truncate_candidate``) are kept one by
 one. The rows have the columns and meaning of ``compaction.latest_records``, so
-``rebuild_table`` takes them as they are.
+``compaction.decoded_latest`` takes them as they are, in the same tasks (``persisted_decode``).
 
 Against the two Spark passes (a hash aggregation of the offsets, then a second read joined
 against the winners), this reads the range once and moves no value of a record that compaction

@@ -121,13 +121,12 @@ def broadcasts_winners(spark: SparkSession, newest: DataFrame) -> bool:
 @dataclass(frozen=True)
 class Rebuild:
     """A rebuilt table: the truncates seen (topic, partition, ``__truncate_offset``), the bad
-    records (``decode.BAD_COLUMNS``) and ``rows()``; ``rows()`` and ``bad`` both read
-    ``decoded`` (``decoded_latest`` output, persisted by the caller)."""
+    records (``decode.BAD_COLUMNS``) and ``rows()``; ``rows()`` and ``bad`` both read the
+    ``decoded_latest`` output it was rebuilt from (persisted by the caller)."""
 
     changes: DataFrame
     truncates: DataFrame
     bad: DataFrame
-    decoded: DataFrame
     schema: TopicSchema
 
     def rows(self) -> DataFrame:
@@ -221,4 +220,4 @@ def rebuild_table(decoded: DataFrame, schema: TopicSchema, found: Survey = ANYTH
             F.lit(None).cast(T.LongType()).alias(TRUNCATE_OFFSET),
             F.lit(None).cast(T.StringType()).alias(TRUNCATE_POS),
         )  # fmt: skip
-    return Rebuild(changes, truncates, bad, decoded, schema)
+    return Rebuild(changes, truncates, bad, schema)

@@ -110,14 +110,15 @@ def test_keys_in_several_partitions_keep_their_newest_change(
     monkeypatch.setattr(repeated_keys, "REPEATED_KEYS_BROADCAST", at_most)
     log, table = _history()
     latest = latest_records(raw_frame(spark, log.records)).persist()
-    rebuild = rebuild_table(decoded_latest(latest, _schema(log)).persist(), _schema(log))
+    decoded = decoded_latest(latest, _schema(log)).persist()
+    rebuild = rebuild_table(decoded, _schema(log))
     rows = rebuild.rows()
     assert "LeftAnti" in _plan(rows)
     assert ("ShuffledHashJoin" in _plan(rows)) == (at_most == 0)
     assert sorted((comparable(r) for r in rows.collect()), key=lambda r: r["id"]) == [
         comparable(table[k]) for k in sorted(table)
     ]
-    rebuild.decoded.unpersist()
+    decoded.unpersist()
     latest.unpersist()
 
 
@@ -147,10 +148,9 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     records = [*log.records, ("proc.accounts", 0, 99, b'{"id":9}', b"not json", 0)]
     latest = latest_records(raw_frame(spark, records)).persist()
     decoded = decoded_latest(latest, _schema(log)).persist()
-    assert survey(decoded) == Survey(candidates=False, rejected=True, lacking=False)
-    full, lean = (
-        rebuild_table(decoded, _schema(log), found) for found in (ANYTHING, survey(decoded))
-    )
+    found = survey(decoded)
+    assert found == Survey(candidates=False, rejected=True, lacking=False)
+    full, lean = (rebuild_table(decoded, _schema(log), f) for f in (ANYTHING, found))
     assert "InMemoryTableScan" in _plan(lean.rows()) and "InMemoryTableScan" in _plan(lean.bad)
     assert "LeftAnti" not in _plan(lean.rows())  # no key in two partitions: no pick
     assert sorted((comparable(r) for r in lean.rows().collect()), key=lambda r: r["id"]) == [
@@ -160,8 +160,9 @@ def test_rebuild_without_truncate_candidates_leaves_out_the_truncate_jobs(spark:
     assert [r.offset for r in lean.bad.collect()] == [r.offset for r in full.bad.collect()] == [99]
     assert lean.truncates.count() == 0
     clean = decoded_latest(latest.where("offset != 99"), _schema(log)).persist()
-    assert survey(clean) == Survey(candidates=False, rejected=False, lacking=False)
-    nothing_bad = rebuild_table(clean, _schema(log), survey(clean)).bad
+    found = survey(clean)
+    assert found == Survey(candidates=False, rejected=False, lacking=False)
+    nothing_bad = rebuild_table(clean, _schema(log), found).bad
     assert "LocalTableScan <empty>" in _plan(nothing_bad), _plan(nothing_bad)
     clean.unpersist()
     decoded.unpersist()
@@ -179,8 +180,9 @@ def test_a_bad_record_a_truncate_clears_is_not_reported(spark: Any) -> None:
     schema = _schema(log)
     after = log.append(0, b'{"id":4}', b"not json")
     decoded = decoded_latest(latest_records(raw_frame(spark, log.records)), schema).persist()
-    assert survey(decoded) == Survey(candidates=True, rejected=True, lacking=False)
-    rebuild = rebuild_table(decoded, schema, survey(decoded))
+    found = survey(decoded)
+    assert found == Survey(candidates=True, rejected=True, lacking=False)
+    rebuild = rebuild_table(decoded, schema, found)
     assert [r["id"] for r in rebuild.rows().collect()] == [2]
     assert rebuild.truncates.count() == 1
     assert [r.offset for r in rebuild.bad.collect()] == [after]
