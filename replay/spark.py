@@ -46,6 +46,7 @@ __all__ = [
     "driver_heap_bytes",
     "local_frame",
     "named_column",
+    "quoted_name",
     "session_confs",
     "spark_session",
 ]
@@ -236,9 +237,14 @@ def session_confs(spark: SparkSession, confs: Mapping[str, str]) -> Iterator[Non
                     spark.conf.set(key, old)
 
 
+def quoted_name(name: str) -> str:
+    """``name`` as a SQL identifier in backticks (a name may hold dots, spaces or backticks)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def named_column(name: str) -> Column:
     """The column called ``name``, quoted (a name may hold dots, spaces or backticks)."""
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(quoted_name(name))
 
 
 class ColumnList:

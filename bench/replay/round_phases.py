@@ -39,7 +39,7 @@ _SINK_STEPS = (
     (DeltaSink, "_committed", "delta: ledger read (committed)"),
     (DeltaTombstones, "remember", "delta: tombstones append"),
     (DeltaTombstones, "newest", "delta: tombstones read (plan)"),
-    (DeltaSink, "_merge_table", "delta: table MERGE"),
+    (DeltaSink, "_apply", "delta: table write"),
     (DeltaSink, "_applicable", "delta: tombstone join (plan)"),
     (DeltaProjectionStore, "apply_sql", "delta projection: batch, all of it"),
     (DeltaProjectionStore, "recover", "delta projection: recover"),

@@ -28,7 +28,7 @@ from cdc.errors import UserError
 from replay.decode.connect_types import UnsupportedSchema
 from replay.decode.schema import ColumnSpec, TopicSchema, remember
 from replay.decode.version_scan import SchemaVersion, find_versions, schema_hash
-from replay.spark import Column, DataFrame, F, SparkSession, T
+from replay.spark import Column, DataFrame, F, SparkSession, T, quoted_name
 
 
 class SchemaChangeError(UserError):
@@ -164,7 +164,7 @@ def aligned(
         if mine is None:
             out.append(_default_of(column).cast(target).alias(column.name))
             continue
-        value = F.col(_quote(column.name))
+        value = F.col(quoted_name(column.name))
         cast = value.try_cast(target)
         out.append(cast.alias(column.name))
         if strict and mine.codec.spark != target:  # a widening past Spark's 38 digits too
@@ -207,10 +207,6 @@ def _default_of(column: ColumnSpec) -> Column:
         return F.lit(None)
     raw: Any = column.default
     return column.codec.convert(F.lit(raw).try_cast(column.codec.raw))
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 __all__ = [

@@ -74,6 +74,20 @@ def data_file_count(table_dir: Path) -> int | None:
     return int(found.group(1)) if found else None
 
 
+def newest_checksum(table_dir: Path) -> dict[str, Any] | None:
+    """The checksum file of the table's newest version (``<version>.crc``: file count, size,
+    metadata with the table properties, protocol); None when there is none (yet) to read."""
+    version = latest_version(table_dir)
+    if version is None:
+        return None
+    try:
+        text = (table_dir / "_delta_log" / f"{version:020d}.crc").read_text(encoding="utf-8")
+        found = json.loads(text)
+    except (OSError, ValueError):  # absent, or caught mid-write
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def _checkpoint_version(log: Path) -> int | None:
     try:
         return int(json.loads((log / "_last_checkpoint").read_text(encoding="utf-8"))["version"])

@@ -54,14 +54,10 @@ from replay.sinks.protocol import (
     RejectedRecordsError,
 )
 from replay.sinks.sql_projection import MirrorSql
-from replay.spark import DataFrame, F, session_confs
+from replay.spark import DataFrame, F, quoted_name, session_confs
 
 REGISTRY_DIR = "_replicator_projections"
 _BATCH, _SIGNED, _ROWS = "__projection_batch", "__projection_signed", "__projection_rows"
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 class DeltaProjectionStore:
@@ -80,7 +76,7 @@ class DeltaProjectionStore:
         """Run a Spark statement naming ``tables`` as plain identifiers on their Delta paths."""
         for table in sorted(tables, key=len, reverse=True):
             path = str(self.root / table).replace("`", "``")
-            statement = statement.replace(_quote(table), f"delta.`{path}`")
+            statement = statement.replace(quoted_name(table), f"delta.`{path}`")
         return self.spark.sql(statement)
 
     def recover(self, master: str, auxiliary: Sequence[str]) -> None:
@@ -106,7 +102,7 @@ class DeltaProjectionStore:
 
     def _restore(self, table: str, version: int, metadata: str) -> None:
         with session_confs(self.spark, {USER_METADATA: metadata}):
-            self.sql(f"RESTORE TABLE {_quote(table)} TO VERSION AS OF {version}", [table])
+            self.sql(f"RESTORE TABLE {quoted_name(table)} TO VERSION AS OF {version}", [table])
 
     def _plan(self, table: str, positions: Positions) -> tuple[int, str] | None:
         latest = read_ledger(table, self.root / table, latest_only=True)
@@ -182,8 +178,8 @@ class DeltaProjectionStore:
             # with an empty append (one commit, same id and metadata; Delta skips it too when a
             # racing twin already committed this txnVersion).
             with session_confs(self.spark, confs):
-                self.sql(f"INSERT INTO {_quote(table)} SELECT * FROM {_quote(table)} LIMIT 0",
-                         [table])  # fmt: skip
+                quoted = quoted_name(table)
+                self.sql(f"INSERT INTO {quoted} SELECT * FROM {quoted} LIMIT 0", [table])
 
     def apply_rows(
         self,
@@ -205,23 +201,23 @@ class DeltaProjectionStore:
         seq, meta = planned
         rows.localCheckpoint(eager=True).createOrReplaceTempView(_ROWS)
         columns = [c for c in rows.columns if c != OP]
-        names = ", ".join(_quote(c) for c in columns)
+        names = ", ".join(quoted_name(c) for c in columns)
 
         def run(statement: str) -> DataFrame:
             return self.sql(statement, [table])
 
-        run(f"CREATE TABLE IF NOT EXISTS {_quote(table)} USING DELTA AS SELECT {names} "
+        run(f"CREATE TABLE IF NOT EXISTS {quoted_name(table)} USING DELTA AS SELECT {names} "
             f"FROM {_ROWS} LIMIT 0")  # fmt: skip
         if truncated:  # cleared and written in the one ledger commit (module doc)
-            overwrite = (f"INSERT OVERWRITE TABLE {_quote(table)} SELECT {names} FROM {_ROWS} "
+            overwrite = (f"INSERT OVERWRITE TABLE {quoted_name(table)} SELECT {names} FROM {_ROWS} "
                          f"WHERE {OP} = '{OP_UPSERT}'")  # fmt: skip
             self._commit_master(table, overwrite, [table], seq, meta)
             return self._committed(table, meta)
-        same = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in identity)
-        sets = ", ".join(f"{_quote(c)} = s.{_quote(c)}" for c in columns)
-        values = ", ".join(f"s.{_quote(c)}" for c in columns)
+        same = " AND ".join(f"t.{quoted_name(k)} <=> s.{quoted_name(k)}" for k in identity)
+        sets = ", ".join(f"{quoted_name(c)} = s.{quoted_name(c)}" for c in columns)
+        values = ", ".join(f"s.{quoted_name(c)}" for c in columns)
         merge = (
-            f"MERGE INTO {_quote(table)} AS t USING {_ROWS} AS s ON {same} "
+            f"MERGE INTO {quoted_name(table)} AS t USING {_ROWS} AS s ON {same} "
             f"WHEN MATCHED AND s.{OP} = '{OP_DELETE}' THEN DELETE "
             f"WHEN MATCHED THEN UPDATE SET {sets} "
             f"WHEN NOT MATCHED AND s.{OP} = '{OP_UPSERT}' THEN INSERT ({names}) VALUES ({values})"

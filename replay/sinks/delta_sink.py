@@ -12,6 +12,8 @@ the txn id additionally makes Delta itself drop the commit of a racing twin that
 same ``seq`` (Delta 4.4's MERGE honours the ``spark.databricks.delta.write.txnAppId/txnVersion``
 session confs; the sink sets them, with the commit's ``userMetadata``, only around its own MERGE).
 
+A batch is one MERGE of the table, or one overwrite of it where the table is small or changed
+shape (:mod:`replay.sinks.delta_rewrite`: the MERGE's result, in one Spark job instead of ten).
 Merges touch two tables, ``<table>__tombstones`` first and the table second, because Delta has no
 multi-table transactions. That order is safe: tombstones are facts derived from the stream (a
 delete's key and position, appended blind and read as the newest position per key:
@@ -28,8 +30,13 @@ from delta.tables import DeltaTable
 
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import merge_rules as rules
-from replay.sinks.delta_evolution import check_casts, evolved_rows
 from replay.sinks.delta_log import commit_versions, latest_version, read_ledger
+from replay.sinks.delta_rewrite import (
+    check_casts,
+    merged_rows,
+    rewrite_is_cheaper,
+    rewrite_max_bytes,
+)
 from replay.sinks.delta_tombstones import DeltaTombstones
 from replay.sinks.ledger import (
     VersionUnavailableError,
@@ -49,7 +56,15 @@ from replay.sinks.protocol import (
     RejectedRecordsError,
     TableSpec,
 )
-from replay.spark import Column, DataFrame, F, SparkSession, named_column, session_confs
+from replay.spark import (
+    Column,
+    DataFrame,
+    F,
+    SparkSession,
+    named_column,
+    quoted_name,
+    session_confs,
+)
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -57,12 +72,17 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 
 class DeltaSink:
-    """A :class:`~replay.sinks.protocol.Sink` writing Delta tables under the directory ``root``."""
+    """A :class:`~replay.sinks.protocol.Sink` writing Delta tables under the directory ``root``;
+    a table of at most ``rewrite_bytes`` takes its batches as one rewrite, not a MERGE (0: never;
+    by default ``$REPLICATOR_DELTA_REWRITE_BYTES`` or 4 MiB: :mod:`replay.sinks.delta_rewrite`)."""
 
-    def __init__(self, root: str | Path, spark: SparkSession) -> None:
+    def __init__(
+        self, root: str | Path, spark: SparkSession, *, rewrite_bytes: int | None = None
+    ) -> None:
         self.root = Path(root).resolve()
         self.url = f"delta://{self.root}"
         self.spark = spark
+        self.rewrite_bytes = rewrite_max_bytes() if rewrite_bytes is None else rewrite_bytes
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the table reflects (empty if it does not exist)."""
@@ -140,16 +160,7 @@ class DeltaSink:
                 remembered = tombstones.remembered()
                 if deletes or not tombstones.exists():
                     tombstones.remember(deleted, meta)
-                current = self.spark.read.format("delta").load(self._path(spec.name))
-                wanted = [
-                    (f.name, f.dataType) for f in changes.select(*map(named_column, data)).schema
-                ]
-                if [(f.name, f.dataType) for f in current.drop(POS).schema] != wanted:
-                    check_casts(spec, current, wanted)
-                    evolved = evolved_rows(spec, current, self._applicable(spec, changes), wanted)
-                    self._overwrite(spec.name, evolved, meta, seq)
-                else:
-                    self._merge_table(spec, data, changes, meta, seq, remembered=remembered)
+                self._apply(spec, data, changes, meta, seq, remembered=remembered)
             return self._committed(spec.name, meta, base)
         finally:
             changes.unpersist()
@@ -178,14 +189,26 @@ class DeltaSink:
             return changes
         return changes.join(tombstones, list(spec.primary_key), "left").filter(rules.NOT_TOMBSTONED)
 
-    def _merge_table(
+    def _apply(
         self, spec: TableSpec, data: list[str], changes: DataFrame, meta: str, seq: int, *,
         remembered: bool,
     ) -> None:  # fmt: skip
-        """One MERGE of the batch, minus upserts older than their key's tombstone (if any
-        delete is ``remembered``: else joining the empty tombstone table costs ~0.25 s)."""
+        """Commit the batch to the existing table, minus upserts older than their key's
+        tombstone (if any delete is ``remembered``: else joining the empty tombstone table costs
+        ~0.25 s): one overwrite if its columns changed or it is small, else one MERGE."""
         source = self._applicable(spec, changes) if remembered else changes
-        values: dict[str, str | Column] = {_quote(c): f"s.{_quote(c)}" for c in [*data, POS]}
+        current = self.spark.read.format("delta").load(self._path(spec.name))
+        wanted = [(f.name, f.dataType) for f in changes.select(*map(named_column, data)).schema]
+        evolving = [(f.name, f.dataType) for f in current.drop(POS).schema] != wanted
+        if evolving:
+            check_casts(spec, current, wanted)
+        if evolving or rewrite_is_cheaper(self.root / spec.name, self.rewrite_bytes):
+            rows = merged_rows(spec, current, source, wanted)
+            self._overwrite(spec.name, rows, meta, seq, keep_schema=not evolving)
+            return
+        values: dict[str, str | Column] = {
+            quoted_name(c): f"s.{quoted_name(c)}" for c in [*data, POS]
+        }
         confs = {TXN_APP_ID: _app_id(spec.name), TXN_VERSION: str(seq), USER_METADATA: meta}
         with session_confs(self.spark, confs):
             (
@@ -198,13 +221,12 @@ class DeltaSink:
                 .execute()
             )
 
-    def _overwrite(self, table: str, df: DataFrame, meta: str, seq: int | None) -> None:
-        writer = (
-            df.write.format("delta")
-            .mode("overwrite")
-            .option("overwriteSchema", "true")
-            .option("userMetadata", meta)
-        )
+    def _overwrite(
+        self, table: str, df: DataFrame, meta: str, seq: int | None, *, keep_schema: bool = False
+    ) -> None:
+        writer = df.write.format("delta").mode("overwrite").option("userMetadata", meta)
+        if not keep_schema:
+            writer = writer.option("overwriteSchema", "true")
         if seq is not None:
             writer = writer.option("txnAppId", _app_id(table)).option("txnVersion", str(seq))
         writer.save(self._path(table))
@@ -249,9 +271,5 @@ def _app_id(table: str) -> str:
     return f"replicator/{table}"
 
 
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _on(spec: TableSpec) -> str:
-    return " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in spec.primary_key)
+    return " AND ".join(f"t.{quoted_name(k)} = s.{quoted_name(k)}" for k in spec.primary_key)

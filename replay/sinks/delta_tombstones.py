@@ -17,8 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from replay.sinks import merge_rules as rules
-from replay.sinks.delta_evolution import uncastable
 from replay.sinks.delta_log import data_file_count
+from replay.sinks.delta_rewrite import uncastable
 from replay.sinks.protocol import POS, TableSpec
 from replay.spark import DataFrame, F, SparkSession, named_column
 

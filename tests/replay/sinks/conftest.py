@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from replay.sinks.delta_sink import DeltaSink
 from replay.sinks.protocol import Sink
 from replay.sinks.registry import open_sink, sink_url
 from tests.replay.sinks.batches import CHANGE_SCHEMA, ROW_SCHEMA, Change, SinkFactory
@@ -15,7 +16,9 @@ from tests.replay.sinks.batches import CHANGE_SCHEMA, ROW_SCHEMA, Change, SinkFa
 BACKENDS = ("duckdb", "delta")
 SINK_KINDS = ("duckdb", "duckdb-arrow", "delta")
 """``duckdb-arrow``: a DuckDB sink whose writes state a row bound, as the engine's small batches
-do, so the frames reach DuckDB as Arrow rather than Parquet files."""
+do, so the frames reach DuckDB as Arrow rather than Parquet files. (``make_sink`` also opens
+``delta-merge``: a Delta sink that MERGEs into every table, where ``delta`` rewrites the small
+tables of the tests whole, ``replay.sinks.delta_rewrite``.)"""
 
 
 class BoundedWrites:
@@ -40,10 +43,13 @@ def make_sink(tmp_path: Path, spark: Any) -> Iterator[SinkFactory]:
     opened: list[Sink] = []
 
     def make(kind: str) -> Sink:
-        base = kind.removesuffix("-arrow")
+        base = kind.removesuffix("-arrow").removesuffix("-merge")
         target = tmp_path / f"{base}-{len(opened)}"
         if base == "duckdb":
             target = target.with_suffix(".duckdb")
+        if kind == "delta-merge":
+            opened.append(DeltaSink(target, spark, rewrite_bytes=0))
+            return opened[-1]
         opened.append(open_sink(sink_url(base, target), spark))
         if kind != base:
             return BoundedWrites(opened[-1])

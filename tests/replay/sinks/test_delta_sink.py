@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from replay.sinks import delta_tombstones
-from replay.sinks.delta_log import commit_versions, data_file_count, latest_version
+from replay.sinks.delta_log import (
+    commit_versions,
+    data_file_count,
+    latest_version,
+    newest_checksum,
+)
+from replay.sinks.delta_rewrite import REWRITE_MAX_BYTES, rewrite_is_cheaper
 from replay.sinks.delta_sink import TXN_APP_ID, TXN_VERSION, USER_METADATA, DeltaSink
 from replay.sinks.delta_tombstones import DeltaTombstones
 from replay.sinks.ledger import VersionUnavailableError, encode_metadata
@@ -20,10 +28,19 @@ pytestmark = pytest.mark.integration
 Factory = Callable[..., Any]
 
 
-def _delta(make_sink: SinkFactory) -> DeltaSink:
-    sink = make_sink("delta")
+def _delta(make_sink: SinkFactory, kind: str = "delta") -> DeltaSink:
+    sink = make_sink(kind)
     assert isinstance(sink, DeltaSink)
     return sink
+
+
+def _operation(table_dir: Path) -> str:
+    """The operation (``WRITE``, ``MERGE``, ...) of the table's newest commit."""
+    commit = table_dir / "_delta_log" / f"{latest_version(table_dir):020d}.json"
+    for line in commit.read_text(encoding="utf-8").splitlines():
+        if line.startswith('{"commitInfo"'):
+            return str(json.loads(line)["commitInfo"]["operation"])
+    raise AssertionError(f"no commitInfo in {commit}")
 
 
 def _tombstones(spark: Any, sink: DeltaSink) -> list[tuple[Any, ...]]:
@@ -38,10 +55,12 @@ def _stored_tombstones(spark: Any, sink: DeltaSink) -> list[tuple[Any, ...]]:
     return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
 
 
+@pytest.mark.parametrize("kind", ["delta", "delta-merge"])
 def test_crash_between_tombstones_and_table_then_retry(
-    spark: Any, make_sink: SinkFactory, changes: Factory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sink = _delta(make_sink)
+    spark: Any, make_sink: SinkFactory, changes: Factory, monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+) -> None:  # fmt: skip
+    sink = _delta(make_sink, kind)
     sink.merge(SPEC, changes(upsert(1, "a", 1), upsert(2, "b", 2)), {P0: 2})
     batch = changes(delete(1, 5), upsert(2, "b2", 6), upsert(3, "c", 4))
     spark.conf.set(USER_METADATA, "the caller's own")
@@ -50,7 +69,7 @@ def test_crash_between_tombstones_and_table_then_retry(
         raise RuntimeError("injected crash between the tombstones and the table")
 
     with monkeypatch.context() as patched:
-        patched.setattr(DeltaSink, "_merge_table", crash)
+        patched.setattr(DeltaSink, "_apply", crash)
         with pytest.raises(RuntimeError, match="injected crash"):
             sink.merge(SPEC, batch, {P0: 7})
     assert _tombstones(spark, sink) == [(1, "00000005")]
@@ -71,15 +90,18 @@ def test_crash_between_tombstones_and_table_then_retry(
     spark.conf.unset(USER_METADATA)
 
 
+@pytest.mark.parametrize("kind", ["delta", "delta-merge"])
 def test_delta_drops_a_twin_write_with_the_same_txn_version(
-    make_sink: SinkFactory, rows: Factory, changes: Factory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    make_sink: SinkFactory, rows: Factory, changes: Factory, monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+) -> None:  # fmt: skip
     """A racing twin that read the ledger before our commit reuses its seq: Delta skips it.
 
     This is what proves that Delta 4.4 honours the txnAppId/txnVersion session confs for MERGE
-    (and the writer options for the bulk replace): the sink's own ledger check is bypassed.
+    and the writer options for an overwrite (the bulk replace, a small table's rewrite): the
+    sink's own ledger check is bypassed.
     """
-    sink = _delta(make_sink)
+    sink = _delta(make_sink, kind)
     sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
     assert sink.merge(SPEC, changes(upsert(2, "b", 2)), {P0: 2}) is not None
     table_dir = sink.root / SPEC.name
@@ -100,6 +122,32 @@ def test_delta_drops_a_twin_write_with_the_same_txn_version(
     assert sink.replace(SPEC, rows(row(9, "twin")), {P0: 9}) is None
     assert commit_versions(table_dir) == versions
     assert snapshot(sink) == [row(1, "a"), row(2, "b")]
+
+
+def test_a_small_table_is_rewritten_and_a_large_or_row_tracked_one_merged(
+    spark: Any, make_sink: SinkFactory, rows: Factory, changes: Factory
+) -> None:
+    """The rewrite is chosen from the newest checksum: its size against the sink's bound, and
+    no change data feed (whose readers need the rows a MERGE changed, not a whole new table)."""
+    sink = _delta(make_sink)
+    path = sink.root / SPEC.name
+    sink.replace(SPEC, rows(row(1, "a"), row(2, "b")), {P0: 1})
+    sink.merge(SPEC, changes(upsert(1, "A", 2), delete(2, 3), upsert(3, "c", 4)), {P0: 5})
+    assert _operation(path) == "WRITE" and rewrite_is_cheaper(path, REWRITE_MAX_BYTES)
+    assert snapshot(sink) == [row(1, "A"), row(3, "c")]
+    size = newest_checksum(path)["tableSizeBytes"]  # type: ignore[index]
+    assert rewrite_is_cheaper(path, size) and not rewrite_is_cheaper(path, size - 1)
+    assert not rewrite_is_cheaper(path, 0)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    assert not rewrite_is_cheaper(path, REWRITE_MAX_BYTES)
+    sink.merge(SPEC, changes(upsert(4, "d", 6)), {P0: 7})
+    assert _operation(path) == "MERGE"
+    assert snapshot(sink) == [row(1, "A"), row(3, "c"), row(4, "d")]
+    assert not rewrite_is_cheaper(sink.root / "missing", REWRITE_MAX_BYTES)
+    merging = _delta(make_sink, "delta-merge")
+    merging.replace(SPEC, rows(row(1, "a")), {P0: 1})
+    merging.merge(SPEC, changes(upsert(1, "A", 2)), {P0: 3})
+    assert _operation(merging.root / SPEC.name) == "MERGE"
 
 
 def test_time_travel_to_every_ledger_entry(
