@@ -34,22 +34,10 @@ from cdc.runtime import jars
 from replay import class_archive
 
 __all__ = [
-    "Column",
-    "ColumnList",
-    "DataFrame",
-    "F",
-    "Py4JJavaError",
-    "PySparkException",
-    "SparkSession",
-    "T",
-    "Window",
-    "driver_heap_bytes",
-    "local_frame",
-    "named_column",
-    "quoted_name",
-    "session_confs",
-    "spark_session",
-]
+    "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError", "PySparkException", "SparkSession",
+    "T", "Window", "driver_heap_bytes", "local_frame", "named_column", "quoted_name",
+    "session_confs", "spark_session",
+]  # fmt: skip
 
 _LOG4J2 = """\
 rootLogger.level = warn
