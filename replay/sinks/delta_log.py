@@ -62,11 +62,11 @@ def data_file_count(table_dir: Path) -> int | None:
     """How many data files the table's newest version has, from its checksum file
     (``<version>.crc``, which Delta writes after each commit); None when that is not known (no
     table, no checksum yet, or one being written)."""
-    version = latest_version(table_dir)
-    if version is None:
+    checksum = _newest_checksum_file(table_dir)
+    if checksum is None:
         return None
     try:
-        with (table_dir / "_delta_log" / f"{version:020d}.crc").open(encoding="utf-8") as file:
+        with checksum.open(encoding="utf-8") as file:
             head = file.read(4096)
     except (OSError, ValueError):  # absent, or caught mid-write
         return None
@@ -77,15 +77,20 @@ def data_file_count(table_dir: Path) -> int | None:
 def newest_checksum(table_dir: Path) -> dict[str, Any] | None:
     """The checksum file of the table's newest version (``<version>.crc``: file count, size,
     metadata with the table properties, protocol); None when there is none (yet) to read."""
-    version = latest_version(table_dir)
-    if version is None:
+    checksum = _newest_checksum_file(table_dir)
+    if checksum is None:
         return None
     try:
-        text = (table_dir / "_delta_log" / f"{version:020d}.crc").read_text(encoding="utf-8")
-        found = json.loads(text)
+        found = json.loads(checksum.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # absent, or caught mid-write
         return None
     return found if isinstance(found, dict) else None
+
+
+def _newest_checksum_file(table_dir: Path) -> Path | None:
+    """Where the checksum of the table's newest version is (or will be); None: no commit yet."""
+    version = latest_version(table_dir)
+    return None if version is None else table_dir / "_delta_log" / f"{version:020d}.crc"
 
 
 def _checkpoint_version(log: Path) -> int | None:

@@ -39,19 +39,18 @@ REWRITE_MAX_BYTES = 4 << 20
 """Tables of at most this many bytes of data files are rewritten: rewriting 4 MiB of Parquet
 costs about what a MERGE's fixed jobs cost here, in the worst case (a batch of keys all new)."""
 
-
-def rewrite_max_bytes() -> int:
-    """The bound in force: ``$REPLICATOR_DELTA_REWRITE_BYTES`` (0 MERGEs into every table), else
-    ``REWRITE_MAX_BYTES``."""
-    return int(os.environ.get("REPLICATOR_DELTA_REWRITE_BYTES", str(REWRITE_MAX_BYTES)))
-
-
 ROW_LEVEL_PROPERTIES = (
     "delta.enableChangeDataFeed",
     "delta.enableRowTracking",
     "delta.enableDeletionVectors",
 )
 _IN_TABLE, _IN_BATCH = "__in_table", "__in_batch"
+
+
+def rewrite_max_bytes() -> int:
+    """The bound in force: ``$REPLICATOR_DELTA_REWRITE_BYTES`` (0 MERGEs into every table), else
+    ``REWRITE_MAX_BYTES``."""
+    return int(os.environ.get("REPLICATOR_DELTA_REWRITE_BYTES", str(REWRITE_MAX_BYTES)))
 
 
 def rewrite_is_cheaper(table_dir: Path, max_bytes: int) -> bool:
