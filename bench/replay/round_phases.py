@@ -43,7 +43,7 @@ _SINK_STEPS = (
     (DeltaSink, "_applicable", "delta: tombstone join (plan)"),
     (DeltaProjectionStore, "apply_sql", "delta projection: batch, all of it"),
     (DeltaProjectionStore, "recover", "delta projection: recover"),
-    (DeltaProjectionStore, "sql", "delta projection: statements"),
+    (DeltaProjectionStore, "write", "delta projection: table writes"),
     (DeltaProjectionStore, "_commit_master", "delta projection: master MERGE"),
 )
 """(owner, attribute, label) of the other steps timed."""

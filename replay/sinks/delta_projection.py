@@ -18,6 +18,9 @@ transactions, so a batch is several commits; exactly-once comes from these rules
   master's positions (re-cut freely: nothing of it survived). A restore commit carries the
   metadata of the version it restores, so the ledger reads the same after it.
 
+A MERGE into a table of at most the sink's ``rewrite_bytes`` is written as one overwrite of the
+MERGE's result instead (:meth:`DeltaProjectionStore.write`; the same commit, metadata and id).
+
 Signed rows are computed from the mirror before it changes and materialised (a local
 checkpoint), so later statements of the batch never see the mirror's new state. Restores need
 the files of the restored versions: do not ``VACUUM`` a projection's tables below the time a
@@ -34,8 +37,10 @@ from typing import Any
 
 from cdc.streams.protocol import TopicPartition
 from projections import IncrementalPlan
+from projections.sql.merge_parts import merge_parts
 from projections.sql.syntax import SPARK
 from replay.sinks.delta_log import latest_version, read_ledger
+from replay.sinks.delta_rewrite import merge_result, rewrite_is_cheaper
 from replay.sinks.delta_sink import (
     TXN_APP_ID,
     TXN_VERSION,
@@ -78,6 +83,19 @@ class DeltaProjectionStore:
             path = str(self.root / table).replace("`", "``")
             statement = statement.replace(quoted_name(table), f"delta.`{path}`")
         return self.spark.sql(statement)
+
+    def write(self, statement: str, tables: Sequence[str]) -> None:
+        """Run a statement that writes a table: a MERGE into a small table (the Delta sink's
+        bound, :mod:`replay.sinks.delta_rewrite`) as one overwrite of the MERGE's result."""
+        parts = merge_parts(statement, SPARK) if statement.startswith("MERGE") else None
+        bound = self.sink.rewrite_bytes
+        if parts is None or not rewrite_is_cheaper(self.root / parts.target, bound):
+            self.sql(statement, tables)
+            return
+        path = str(self.root / parts.target)
+        target = self.spark.read.format("delta").load(path)
+        rows = merge_result(parts, target, self.sql(parts.source, tables))
+        rows.write.format("delta").mode("overwrite").save(path)
 
     def recover(self, master: str, auxiliary: Sequence[str]) -> None:
         """Rewind the tables of a projection version to its last committed batch (module doc)."""
@@ -140,15 +158,15 @@ class DeltaProjectionStore:
             raise RejectedRecordsError(plan.table, int(first[1]))
         truncated = bool(first and first[0])
 
-        def run(statement: str) -> DataFrame:
-            return self.sql(statement, tables)
+        def run(statement: str) -> None:
+            self.write(statement, tables)
 
         with session_confs(self.spark, {USER_METADATA: meta}):
             if not self._has_commit(mirror.table):  # (IF NOT EXISTS costs a statement's analysis)
                 run(mirror.create_sql(_BATCH, SPARK))
             if truncated:
                 run(mirror.clear_sql(SPARK))
-            signed = run(mirror.signed_sql(_BATCH, SPARK)).localCheckpoint(eager=True)
+            signed = self.sql(mirror.signed_sql(_BATCH, SPARK), tables).localCheckpoint(eager=True)
             signed.createOrReplaceTempView(_SIGNED)
             *values, master = plan.create_statements(_SIGNED, SPARK)
             for statement in values:
@@ -172,7 +190,7 @@ class DeltaProjectionStore:
         app = f"replicator-projection/{table}"
         confs = {USER_METADATA: meta, TXN_APP_ID: app, TXN_VERSION: str(seq)}
         with session_confs(self.spark, confs):
-            self.sql(statement, tables)
+            self.write(statement, tables)
         if self._committed(table, meta) is None:
             # Delta writes no commit for a MERGE that changes nothing: record the positions
             # with an empty append (one commit, same id and metadata; Delta skips it too when a
@@ -203,8 +221,8 @@ class DeltaProjectionStore:
         columns = [c for c in rows.columns if c != OP]
         names = ", ".join(quoted_name(c) for c in columns)
 
-        def run(statement: str) -> DataFrame:
-            return self.sql(statement, [table])
+        def run(statement: str) -> None:
+            self.write(statement, [table])
 
         run(f"CREATE TABLE IF NOT EXISTS {quoted_name(table)} USING DELTA AS SELECT {names} "
             f"FROM {_ROWS} LIMIT 0")  # fmt: skip

@@ -16,6 +16,10 @@ new keys only appends them, hence the bound ``REWRITE_MAX_BYTES``; and a table w
 rely on row-level history an overwrite would not keep (change data feed, row tracking,
 deletion vectors), or a partitioned one, is always MERGEd.
 
+A projection's MERGE statements into small tables (the plans' stored tables, MIN/MAX multisets
+and source mirrors) are rewritten the same way: :func:`merge_result` applies the clauses of the
+statement taken apart by :mod:`projections.sql.merge_parts`.
+
 Either way the result is the MERGE's, clause for clause (``merge_rules``, with ``t`` the table
 and ``s`` the batch): a matched row is deleted under ``DELETE_WHEN``, replaced under
 ``UPDATE_WHEN`` and kept otherwise; an unmatched change is inserted under ``INSERT_WHEN``; keys
@@ -29,11 +33,12 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from projections.sql.merge_parts import MergeParts
 from replay.sinks import merge_rules as rules
 from replay.sinks.delta_log import newest_checksum
 from replay.sinks.ledger import UncastableValuesError
 from replay.sinks.protocol import POS, TableSpec
-from replay.spark import Column, DataFrame, F, T, named_column
+from replay.spark import Column, DataFrame, F, T, named_column, quoted_name
 
 REWRITE_MAX_BYTES = 4 << 20
 """Tables of at most this many bytes of data files are rewritten: rewriting 4 MiB of Parquet
@@ -45,6 +50,7 @@ ROW_LEVEL_PROPERTIES = (
     "delta.enableDeletionVectors",
 )
 _IN_TABLE, _IN_BATCH = "__in_table", "__in_batch"
+_ACTION, _KEEP, _DROP = "__merge_action", -1, -2
 
 
 def rewrite_max_bytes() -> int:
@@ -124,3 +130,41 @@ def uncastable(name: str, kind: T.DataType) -> Column:
     """True where column ``name`` holds a value that does not cast to ``kind``."""
     value = named_column(name)
     return value.isNotNull() & value.try_cast(kind).isNull()
+
+
+def merge_result(parts: MergeParts, target: DataFrame, source: DataFrame) -> DataFrame:
+    """The rows ``target`` holds after the MERGE ``parts`` of ``source`` into it, typed as the
+    target: a matched row takes its first clause whose condition holds (DELETE drops it, UPDATE
+    sets its columns, none keeps it), an unmatched source row its first INSERT whose condition
+    holds. Like Delta's MERGE it expects one source row per target row at most (the plans
+    merge per-key aggregates); unlike it, it does not check."""
+    fields = [(f.name, f.dataType) for f in target.schema.fields]
+    tagged = target.withColumn(_IN_TABLE, F.lit(True)).alias(parts.target_alias)
+    sourced = source.withColumn(_IN_BATCH, F.lit(True)).alias(parts.source_alias)
+    joined = tagged.join(sourced, F.expr(parts.on), "full_outer")
+    in_table = F.col(f"{parts.target_alias}.{_IN_TABLE}").isNotNull()
+    in_batch = F.col(f"{parts.source_alias}.{_IN_BATCH}").isNotNull()
+    action = F.when(~in_batch, F.lit(_KEEP))
+    for index, clause in enumerate(parts.clauses):
+        applies = F.expr(clause.condition) if clause.condition else F.lit(True)
+        present = (in_table & in_batch) if clause.matched else ~in_table
+        action = action.when(present & applies, F.lit(index))
+    action = action.when(in_table, F.lit(_KEEP)).otherwise(F.lit(_DROP))
+    wanted = [i for i, c in enumerate(parts.clauses) if c.action != "delete"]
+    picked = joined.select(action.alias(_ACTION), "*").where(F.col(_ACTION).isin(_KEEP, *wanted))
+    columns = []
+    for name, kind in fields:
+        stored = F.col(f"{parts.target_alias}.{quoted_name(name)}")
+        value = F.when(F.col(_ACTION) == _KEEP, stored)
+        for index in wanted:
+            clause = parts.clauses[index]
+            given = {column.lower(): expr for column, expr in clause.values}.get(name.lower())
+            if given is not None:
+                chosen = F.expr(given)
+            elif clause.action == "update":
+                chosen = stored
+            else:
+                chosen = F.lit(None)
+            value = value.when(F.col(_ACTION) == index, chosen.cast(kind))
+        columns.append(value.cast(kind).alias(name))
+    return picked.select(*columns)

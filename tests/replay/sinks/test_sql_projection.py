@@ -50,11 +50,14 @@ def _scratch(store: Any, projection: SqlProjection, source: str) -> list[tuple[A
 
 
 def _check_workload(
-    spark: Any, root: Path, scheme: str, names: tuple[str, ...], workload: list[Any]
-) -> None:
+    spark: Any, root: Path, scheme: str, names: tuple[str, ...], workload: list[Any],
+    *, rewrite_bytes: int | None = None,
+) -> None:  # fmt: skip
     log = LocalLog.from_url(f"local://{root}/log")
     url = f"{scheme}://{root}/out" + (".duckdb" if scheme == "duckdb" else "")
     sink = open_sink(url, spark)
+    if rewrite_bytes is not None:  # a Delta sink: 0 MERGEs into every table
+        sink.rewrite_bytes = rewrite_bytes  # type: ignore[attr-defined]
     topic = SalesTopic(log)
     mirror = SourceMirror({})
     engine = ProjectionEngine(spark, log, sink)
@@ -93,10 +96,12 @@ def test_duckdb_projections_equal_their_query_from_scratch(
     _check_workload(spark, root, "duckdb", DUCKDB_CASES, workload)
 
 
+@pytest.mark.parametrize("rewrite_bytes", [None, 0], ids=["rewrite", "merge"])
 @FEW
 @given(workload=ENGINE_WORKLOADS)
 def test_delta_projections_equal_their_query_from_scratch(
-    spark: Any, tmp_path: Path, workload: list[Any]
+    spark: Any, tmp_path: Path, rewrite_bytes: int | None, workload: list[Any]
 ) -> None:
+    """Both ways of writing a batch: the small tables' rewrite (the default) and Delta's MERGE."""
     root = tmp_path / uuid.uuid4().hex[:8]
-    _check_workload(spark, root, "delta", ("multi_key",), workload)
+    _check_workload(spark, root, "delta", ("multi_key",), workload, rewrite_bytes=rewrite_bytes)
