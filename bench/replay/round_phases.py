@@ -44,6 +44,7 @@ _SINK_STEPS = (
     (DeltaProjectionStore, "apply_sql", "delta projection: batch, all of it"),
     (DeltaProjectionStore, "recover", "delta projection: recover"),
     (DeltaProjectionStore, "write", "delta projection: table writes"),
+    (DeltaProjectionStore, "sql", "delta projection: statements planned"),
     (DeltaProjectionStore, "_commit_master", "delta projection: master MERGE"),
 )
 """(owner, attribute, label) of the other steps timed."""

@@ -58,11 +58,12 @@ def merge_parts(statement: str, dialect: str) -> MergeParts | None:
         return None
     if not target.alias or not using or not using.alias or whens is None:
         return None
-    if isinstance(using, exp.Subquery):
+    if not _plain_table(target):
+        return None  # a qualified name: not the plain table name ``write`` resolves
+    if isinstance(using, exp.Subquery) and not using.alias_column_names:
         source = using.this.sql(dialect=dialect)
-    elif isinstance(using, exp.Table):
-        table = exp.Table(this=using.this, db=using.args.get("db"))  # the name, not its alias
-        source = f"SELECT * FROM {table.sql(dialect=dialect)}"
+    elif isinstance(using, exp.Table) and _plain_table(using):
+        source = f"SELECT * FROM {exp.Table(this=using.this).sql(dialect=dialect)}"
     else:
         return None
     clauses = [_clause(when, dialect) for when in whens.expressions]
@@ -78,6 +79,25 @@ def merge_parts(statement: str, dialect: str) -> MergeParts | None:
     )
 
 
+def _plain_table(table: exp.Table) -> bool:
+    """A table named by one identifier: no catalog or schema, no time travel, no column
+    aliases (``AS s(a, b)``), nothing but the name and its alias."""
+    extra = {k for k, v in table.args.items() if v} - {"this", "alias"}
+    return not extra and not table.alias_column_names and isinstance(table.this, exp.Identifier)
+
+
+def _pairs(
+    columns: list[exp.Expr], values: list[exp.Expr], dialect: str
+) -> tuple[tuple[str, str], ...] | None:
+    """``(column, value)`` of an assignment list; None unless each column is a plain name,
+    named once (``SET st.f`` of a struct field, a qualified name, is not taken apart)."""
+    names = [c.name if isinstance(c, exp.Column) and len(c.parts) == 1 else "" for c in columns]
+    folded = {n.lower() for n in names}
+    if "" in names or len(folded) != len(names) or len(values) != len(names):
+        return None
+    return tuple((n, v.sql(dialect=dialect)) for n, v in zip(names, values, strict=True))
+
+
 def _clause(when: exp.Expr, dialect: str) -> MergeClause | None:
     if not isinstance(when, exp.When) or when.args.get("source"):
         return None  # WHEN NOT MATCHED BY SOURCE: not taken apart
@@ -86,23 +106,15 @@ def _clause(when: exp.Expr, dialect: str) -> MergeClause | None:
     condition = None if found is None else found.sql(dialect=dialect)
     if isinstance(then, exp.Var) and then.name.upper() == "DELETE" and matched:
         return MergeClause(True, condition, "delete")
+    values: tuple[tuple[str, str], ...] | None = None
     if isinstance(then, exp.Update) and matched:
-        sets = [(e.this, e.expression) for e in then.expressions if isinstance(e, exp.EQ)]
-        if len(sets) != len(then.expressions):
-            return None
-        if not all(isinstance(column, exp.Column) for column, _ in sets):
-            return None
-        values = tuple((c.name, v.sql(dialect=dialect)) for c, v in sets)
-        return MergeClause(True, condition, "update", values)
+        sets = [e for e in then.expressions if isinstance(e, exp.EQ)]
+        if len(sets) == len(then.expressions):
+            values = _pairs([e.this for e in sets], [e.expression for e in sets], dialect)
+        return None if values is None else MergeClause(True, condition, "update", values)
     if isinstance(then, exp.Insert) and not matched:
         names, inserted = then.this, then.expression
-        if not isinstance(names, exp.Tuple) or not isinstance(inserted, exp.Tuple):
-            return None  # INSERT * or INSERT ROW
-        if len(names.expressions) != len(inserted.expressions):
-            return None
-        values = tuple(
-            (n.name, v.sql(dialect=dialect))
-            for n, v in zip(names.expressions, inserted.expressions, strict=True)
-        )
-        return MergeClause(False, condition, "insert", values)
+        if isinstance(names, exp.Tuple) and isinstance(inserted, exp.Tuple):  # not INSERT *
+            values = _pairs(names.expressions, inserted.expressions, dialect)
+        return None if values is None else MergeClause(False, condition, "insert", values)
     return None

@@ -101,11 +101,12 @@ def _checkpoint_version(log: Path) -> int | None:
 
 
 def read_ledger(
-    table: str, table_dir: Path, *, latest_only: bool = False
+    table: str, table_dir: Path, *, latest_only: bool = False, seq_at_most: int | None = None
 ) -> list[DeltaLedgerEntry]:
-    """The table's ledger entries, oldest first (only the newest one if ``latest_only``)."""
+    """The table's ledger entries, oldest first (only the newest one if ``latest_only``, read
+    back from the newest commit: the newest with a seq of at most ``seq_at_most`` if given)."""
     if latest_only:
-        return _newest_entry(table, table_dir)
+        return _newest_entry(table, table_dir, seq_at_most)
     versions = commit_versions(table_dir)
     entries: list[DeltaLedgerEntry] = []
     for version in reversed(versions):
@@ -117,13 +118,13 @@ def read_ledger(
     return entries[::-1]
 
 
-def _newest_entry(table: str, table_dir: Path) -> list[DeltaLedgerEntry]:
+def _newest_entry(table: str, table_dir: Path, seq_at_most: int | None) -> list[DeltaLedgerEntry]:
     """The newest commit that is a ledger entry (others, e.g. a user's OPTIMIZE, stepped over)."""
     version = latest_version(table_dir)
     log = table_dir / "_delta_log"
     while version is not None and version >= 0 and (log / f"{version:020d}.json").is_file():
         found = _entry(table, table_dir, version)
-        if found is not None:
+        if found is not None and (seq_at_most is None or found.seq <= seq_at_most):
             return [found]
         version -= 1
     return []

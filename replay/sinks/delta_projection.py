@@ -19,7 +19,10 @@ transactions, so a batch is several commits; exactly-once comes from these rules
   metadata of the version it restores, so the ledger reads the same after it.
 
 A MERGE into a table of at most the sink's ``rewrite_bytes`` is written as one overwrite of the
-MERGE's result instead (:meth:`DeltaProjectionStore.write`; the same commit, metadata and id).
+MERGE's result instead (:meth:`DeltaProjectionStore.write`): a ``WRITE`` commit where the MERGE
+made a ``MERGE`` one, under the same session confs, so with the same metadata and txn id. It
+commits even when the MERGE would have changed nothing (the master's empty append, below, is
+then not needed).
 
 Signed rows are computed from the mirror before it changes and materialised (a local
 checkpoint), so later statements of the batch never see the mirror's new state. Restores need
@@ -95,6 +98,9 @@ class DeltaProjectionStore:
         path = str(self.root / parts.target)
         target = self.spark.read.format("delta").load(path)
         rows = merge_result(parts, target, self.sql(parts.source, tables))
+        if rows is None:
+            self.sql(statement, tables)
+            return
         rows.write.format("delta").mode("overwrite").save(path)
 
     def recover(self, master: str, auxiliary: Sequence[str]) -> None:
@@ -108,7 +114,8 @@ class DeltaProjectionStore:
         if (latest_version(self.root / master) or 0) > latest.entry.version:
             self._restore(master, latest.entry.version, latest.metadata)
         for table in auxiliary:
-            kept = [e for e in read_ledger(table, self.root / table) if e.seq <= latest.seq]
+            # read back from the newest commit: not every commit of a log a follower grows
+            kept = read_ledger(table, self.root / table, latest_only=True, seq_at_most=latest.seq)
             if not kept:
                 shutil.rmtree(self.root / table, ignore_errors=True)
             elif (latest_version(self.root / table) or 0) > kept[-1].entry.version:

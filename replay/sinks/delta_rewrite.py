@@ -23,8 +23,9 @@ statement taken apart by :mod:`projections.sql.merge_parts`.
 Either way the result is the MERGE's, clause for clause (``merge_rules``, with ``t`` the table
 and ``s`` the batch): a matched row is deleted under ``DELETE_WHEN``, replaced under
 ``UPDATE_WHEN`` and kept otherwise; an unmatched change is inserted under ``INSERT_WHEN``; keys
-match by ``=`` as in the MERGE's condition. Each commit carries the write's ledger entry and
-txn id, like any other write, and readers see the new version appear at once.
+match by ``=`` as in the sink's MERGE condition (a projection's statements: by their own
+``ON``). Each commit carries the write's ledger entry and txn id, like any other write, and
+readers see the new version appear at once.
 """
 
 from __future__ import annotations
@@ -132,13 +133,18 @@ def uncastable(name: str, kind: T.DataType) -> Column:
     return value.isNotNull() & value.try_cast(kind).isNull()
 
 
-def merge_result(parts: MergeParts, target: DataFrame, source: DataFrame) -> DataFrame:
+def merge_result(parts: MergeParts, target: DataFrame, source: DataFrame) -> DataFrame | None:
     """The rows ``target`` holds after the MERGE ``parts`` of ``source`` into it, typed as the
     target: a matched row takes its first clause whose condition holds (DELETE drops it, UPDATE
     sets its columns, none keeps it), an unmatched source row its first INSERT whose condition
-    holds. Like Delta's MERGE it expects one source row per target row at most (the plans
-    merge per-key aggregates); unlike it, it does not check."""
+    holds. None when a clause assigns a column the table lacks (the MERGE reports it). Like
+    Delta's MERGE it expects one source row per target row at most (the plans merge per-key
+    aggregates); unlike it, it does not check."""
     fields = [(f.name, f.dataType) for f in target.schema.fields]
+    known = {name.lower() for name, _ in fields}
+    assigned = [{c.lower(): v for c, v in clause.values} for clause in parts.clauses]
+    if any(set(values) - known for values in assigned):
+        return None
     tagged = target.withColumn(_IN_TABLE, F.lit(True)).alias(parts.target_alias)
     sourced = source.withColumn(_IN_BATCH, F.lit(True)).alias(parts.source_alias)
     joined = tagged.join(sourced, F.expr(parts.on), "full_outer")
@@ -157,14 +163,13 @@ def merge_result(parts: MergeParts, target: DataFrame, source: DataFrame) -> Dat
         stored = F.col(f"{parts.target_alias}.{quoted_name(name)}")
         value = F.when(F.col(_ACTION) == _KEEP, stored)
         for index in wanted:
-            clause = parts.clauses[index]
-            given = {column.lower(): expr for column, expr in clause.values}.get(name.lower())
+            given = assigned[index].get(name.lower())
             if given is not None:
                 chosen = F.expr(given)
-            elif clause.action == "update":
+            elif parts.clauses[index].action == "update":
                 chosen = stored
             else:
                 chosen = F.lit(None)
             value = value.when(F.col(_ACTION) == index, chosen.cast(kind))
-        columns.append(value.cast(kind).alias(name))
+        columns.append(value.alias(name))
     return picked.select(*columns)

@@ -57,6 +57,12 @@ def test_a_table_as_source_is_read_whole() -> None:
         "MERGE INTO x AS t USING y AS s ON t.a = s.a WHEN NOT MATCHED BY SOURCE THEN DELETE",
         "MERGE INTO x USING y ON x.a = y.a WHEN MATCHED THEN DELETE",
         "MERGE INTO",
+        "MERGE INTO `a`.`b` AS t USING y AS s ON t.a = s.a WHEN MATCHED THEN DELETE",
+        "MERGE INTO x AS t USING db.y AS s ON t.a = s.a WHEN MATCHED THEN DELETE",
+        "MERGE INTO x AS t USING y VERSION AS OF 3 AS s ON t.a = s.a WHEN MATCHED THEN DELETE",
+        "MERGE INTO x AS t USING (SELECT 1 AS a) AS s(b) ON t.a = s.b WHEN MATCHED THEN DELETE",
+        "MERGE INTO x AS t USING y AS s ON t.a = s.a WHEN MATCHED THEN UPDATE SET st.f = 1",
+        "MERGE INTO x AS t USING y AS s ON t.a = s.a WHEN MATCHED THEN UPDATE SET a = 1, A = 2",
     ],
 )
 def test_other_statements_are_not_taken_apart(statement: str) -> None:

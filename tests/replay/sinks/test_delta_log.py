@@ -56,6 +56,20 @@ def test_commits_that_are_not_ledger_entries_are_stepped_over(tmp_path: Path) ->
     assert newest.entry.version == 11 and newest.entry.positions == {P0: 12}
 
 
+def test_the_newest_entry_up_to_a_seq_is_read_back_from_the_newest_commit(
+    tmp_path: Path,
+) -> None:
+    """A projection's auxiliary table after a crash: commits of a batch the master never
+    committed (seq 7, 8) above the one to restore to (seq 6), an older log cleaned up."""
+    table = tmp_path / "t"
+    for version in range(9):
+        commit(table, version, encode_metadata(version, "merge", {P0: version + 1}))
+    (table / "_delta_log" / f"{0:020d}.json").unlink()
+    (kept,) = read_ledger("t", table, latest_only=True, seq_at_most=6)
+    assert (kept.seq, kept.entry.version) == (6, 6)
+    assert read_ledger("t", table, latest_only=True, seq_at_most=0) == []  # cleaned up: none
+
+
 def test_a_checkpoint_pointer_caught_mid_write_falls_back_to_the_listing(tmp_path: Path) -> None:
     table = tmp_path / "t"
     for version in range(4):
