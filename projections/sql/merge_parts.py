@@ -31,8 +31,9 @@ class MergeClause:
 
 @dataclass(frozen=True)
 class MergeParts:
-    """A MERGE of ``source`` (a query, aliased ``source_alias``) into the table ``target``
-    (aliased ``target_alias``) on ``on``; its ``clauses`` apply first-true, in order."""
+    """A MERGE of ``source`` (a query, aliased ``source_alias``; empty where the caller holds the
+    source as a DataFrame) into the table ``target`` (aliased ``target_alias``) on ``on``; its
+    ``clauses`` apply first-true, in order."""
 
     target: str
     target_alias: str

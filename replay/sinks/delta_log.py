@@ -93,6 +93,17 @@ def _newest_checksum_file(table_dir: Path) -> Path | None:
     return None if version is None else table_dir / "_delta_log" / f"{version:020d}.crc"
 
 
+def newest_operation(table_dir: Path) -> str | None:
+    """The operation (``WRITE``, ``MERGE``, ``RESTORE``, ...) of the table's newest commit, from
+    its ``commitInfo``; None when the table has no commit (or no ``commitInfo``)."""
+    version = latest_version(table_dir)
+    if version is None:
+        return None
+    for info in _commit_infos(table_dir / "_delta_log" / f"{version:020d}.json"):
+        return str(info.get("operation"))
+    return None
+
+
 def _checkpoint_version(log: Path) -> int | None:
     try:
         return int(json.loads((log / "_last_checkpoint").read_text(encoding="utf-8"))["version"])

@@ -43,7 +43,7 @@ from projections import IncrementalPlan
 from projections.sql.merge_parts import merge_parts
 from projections.sql.syntax import SPARK
 from replay.sinks.delta_log import latest_version, read_ledger
-from replay.sinks.delta_rewrite import merge_result, rewrite_is_cheaper
+from replay.sinks.delta_rewrite import merge_result, rewrite_is_cheaper, sets_only
 from replay.sinks.delta_sink import (
     TXN_APP_ID,
     TXN_VERSION,
@@ -92,16 +92,14 @@ class DeltaProjectionStore:
         bound, :mod:`replay.sinks.delta_rewrite`) as one overwrite of the MERGE's result."""
         parts = merge_parts(statement, SPARK) if statement.startswith("MERGE") else None
         bound = self.sink.rewrite_bytes
-        if parts is None or not rewrite_is_cheaper(self.root / parts.target, bound):
-            self.sql(statement, tables)
-            return
-        path = str(self.root / parts.target)
-        target = self.spark.read.format("delta").load(path)
-        rows = merge_result(parts, target, self.sql(parts.source, tables))
-        if rows is None:
-            self.sql(statement, tables)
-            return
-        rows.write.format("delta").mode("overwrite").save(path)
+        if parts is not None and rewrite_is_cheaper(self.root / parts.target, bound):
+            path = str(self.root / parts.target)
+            target = self.spark.read.format("delta").load(path)
+            if sets_only(parts, target.columns):
+                rows = merge_result(parts, target, self.sql(parts.source, tables))
+                rows.write.format("delta").mode("overwrite").save(path)
+                return
+        self.sql(statement, tables)
 
     def recover(self, master: str, auxiliary: Sequence[str]) -> None:
         """Rewind the tables of a projection version to its last committed batch (module doc)."""

@@ -34,7 +34,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from projections.sql.merge_parts import MergeParts
+from projections.sql.merge_parts import MergeClause, MergeParts
 from replay.sinks import merge_rules as rules
 from replay.sinks.delta_log import newest_checksum
 from replay.sinks.ledger import UncastableValuesError
@@ -75,6 +75,20 @@ def rewrite_is_cheaper(table_dir: Path, max_bytes: int) -> bool:
     return not any(str(properties.get(p, "")).lower() == "true" for p in ROW_LEVEL_PROPERTIES)
 
 
+def sink_merge(spec: TableSpec, names: Sequence[str]) -> MergeParts:
+    """The sink's MERGE of a change batch ``s`` into table ``t`` (``merge_rules``), setting the
+    columns ``names`` (data columns and ``__pos``) from the batch; its source is the batch's
+    DataFrame, not a query (``source`` empty)."""
+    values = tuple((n, f"s.{quoted_name(n)}") for n in names)
+    on = " AND ".join(f"t.{quoted_name(k)} = s.{quoted_name(k)}" for k in spec.primary_key)
+    clauses = (
+        MergeClause(True, rules.DELETE_WHEN, "delete"),
+        MergeClause(True, rules.UPDATE_WHEN, "update", values),
+        MergeClause(False, rules.INSERT_WHEN, "insert", values),
+    )
+    return MergeParts(spec.name, "t", "", "s", on, clauses)
+
+
 def merged_rows(
     spec: TableSpec, current: DataFrame, batch: DataFrame, columns: Sequence[tuple[str, T.DataType]]
 ) -> DataFrame:
@@ -90,22 +104,8 @@ def merged_rows(
         else:
             value = F.lit(None).cast(kind)
         brought.append(value.alias(name))
-    table = current.select(*brought, named_column(POS), F.lit(True).alias(_IN_TABLE)).alias("t")
-    changes = batch.withColumn(_IN_BATCH, F.lit(True)).alias("s")
-    on = [F.col(f"t.`{k}`") == F.col(f"s.`{k}`") for k in spec.primary_key]
-    joined = table.join(changes, on, "full_outer")
-    in_table = F.coalesce(F.col(f"t.{_IN_TABLE}"), F.lit(False))
-    in_batch = F.coalesce(F.col(f"s.{_IN_BATCH}"), F.lit(False))
-    deletes = F.coalesce(F.expr(rules.DELETE_WHEN), F.lit(False))
-    updates = F.coalesce(F.expr(rules.UPDATE_WHEN), F.lit(False))
-    inserts = F.coalesce(F.expr(rules.INSERT_WHEN), F.lit(False))
-    take_batch = in_batch & ((in_table & updates) | (~in_table & inserts))
-    keep_table = in_table & (~in_batch | (~deletes & ~updates))
-    names = [name for name, _ in columns] + [POS]
-    picked = (F.when(take_batch, F.col(f"s.`{n}`")).otherwise(F.col(f"t.`{n}`")) for n in names)
-    return joined.where(take_batch | keep_table).select(
-        *(value.alias(n) for value, n in zip(picked, names, strict=True))
-    )
+    table = current.select(*brought, named_column(POS))
+    return merge_result(sink_merge(spec, [*(n for n, _ in columns), POS]), table, batch)
 
 
 def check_casts(
@@ -133,18 +133,22 @@ def uncastable(name: str, kind: T.DataType) -> Column:
     return value.isNotNull() & value.try_cast(kind).isNull()
 
 
-def merge_result(parts: MergeParts, target: DataFrame, source: DataFrame) -> DataFrame | None:
+def sets_only(parts: MergeParts, columns: Sequence[str]) -> bool:
+    """Whether every column the clauses of ``parts`` set is one of ``columns`` (if not, the
+    MERGE itself is left to report it)."""
+    known = {c.lower() for c in columns}
+    return all(c.lower() in known for clause in parts.clauses for c, _ in clause.values)
+
+
+def merge_result(parts: MergeParts, target: DataFrame, source: DataFrame) -> DataFrame:
     """The rows ``target`` holds after the MERGE ``parts`` of ``source`` into it, typed as the
-    target: a matched row takes its first clause whose condition holds (DELETE drops it, UPDATE
-    sets its columns, none keeps it), an unmatched source row its first INSERT whose condition
-    holds. None when a clause assigns a column the table lacks (the MERGE reports it). Like
-    Delta's MERGE it expects one source row per target row at most (the plans merge per-key
-    aggregates); unlike it, it does not check."""
+    target (whose columns the clauses set: :func:`sets_only`): a matched row takes its first
+    clause whose condition holds (DELETE drops it, UPDATE sets its columns, none keeps it), an
+    unmatched source row its first INSERT whose condition holds. Like Delta's MERGE it expects
+    one source row per target row at most (per-key aggregates, one change per key); unlike
+    it, it does not check."""
     fields = [(f.name, f.dataType) for f in target.schema.fields]
-    known = {name.lower() for name, _ in fields}
     assigned = [{c.lower(): v for c, v in clause.values} for clause in parts.clauses]
-    if any(set(values) - known for values in assigned):
-        return None
     tagged = target.withColumn(_IN_TABLE, F.lit(True)).alias(parts.target_alias)
     sourced = source.withColumn(_IN_BATCH, F.lit(True)).alias(parts.source_alias)
     joined = tagged.join(sourced, F.expr(parts.on), "full_outer")

@@ -36,6 +36,7 @@ from replay.sinks.delta_rewrite import (
     merged_rows,
     rewrite_is_cheaper,
     rewrite_max_bytes,
+    sink_merge,
 )
 from replay.sinks.delta_tombstones import DeltaTombstones
 from replay.sinks.ledger import (
@@ -206,18 +207,18 @@ class DeltaSink:
             rows = merged_rows(spec, current, source, wanted)
             self._overwrite(spec.name, rows, meta, seq, keep_schema=not evolving)
             return
-        values: dict[str, str | Column] = {
-            quoted_name(c): f"s.{quoted_name(c)}" for c in [*data, POS]
-        }
+        merge = sink_merge(spec, [*data, POS])
+        delete, update, insert = merge.clauses
+        values: dict[str, str | Column] = {quoted_name(c): v for c, v in update.values}
         confs = {TXN_APP_ID: _app_id(spec.name), TXN_VERSION: str(seq), USER_METADATA: meta}
         with session_confs(self.spark, confs):
             (
                 DeltaTable.forPath(self.spark, self._path(spec.name))
-                .alias("t")
-                .merge(source.alias("s"), _on(spec))
-                .whenMatchedDelete(rules.DELETE_WHEN)
-                .whenMatchedUpdate(rules.UPDATE_WHEN, values)
-                .whenNotMatchedInsert(rules.INSERT_WHEN, values)
+                .alias(merge.target_alias)
+                .merge(source.alias(merge.source_alias), merge.on)
+                .whenMatchedDelete(delete.condition)
+                .whenMatchedUpdate(update.condition, values)
+                .whenNotMatchedInsert(insert.condition or "true", values)
                 .execute()
             )
 
@@ -269,7 +270,3 @@ class DeltaSink:
 
 def _app_id(table: str) -> str:
     return f"replicator/{table}"
-
-
-def _on(spec: TableSpec) -> str:
-    return " AND ".join(f"t.{quoted_name(k)} = s.{quoted_name(k)}" for k in spec.primary_key)

@@ -6,15 +6,13 @@ against the model); here, that the choice follows the table's newest checksum.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from replay.sinks import delta_rewrite, delta_sink
-from replay.sinks.delta_log import latest_version, newest_checksum
+from replay.sinks.delta_log import newest_checksum, newest_operation
 from replay.sinks.delta_rewrite import REWRITE_MAX_BYTES, rewrite_is_cheaper
 from replay.sinks.delta_sink import DeltaSink
 from tests.replay.sinks.batches import P0, SPEC, SinkFactory, delete, row, snapshot, upsert
@@ -29,15 +27,6 @@ def _delta(make_sink: SinkFactory, kind: str) -> DeltaSink:
     return sink
 
 
-def _operation(table_dir: Path) -> str:
-    """The operation (``WRITE``, ``MERGE``, ...) of the table's newest commit."""
-    commit = table_dir / "_delta_log" / f"{latest_version(table_dir):020d}.json"
-    for line in commit.read_text(encoding="utf-8").splitlines():
-        if line.startswith('{"commitInfo"'):
-            return str(json.loads(line)["commitInfo"]["operation"])
-    raise AssertionError(f"no commitInfo in {commit}")
-
-
 def test_a_small_table_is_rewritten_and_a_large_or_row_tracked_one_merged(
     spark: Any, make_sink: SinkFactory, rows: Factory, changes: Factory
 ) -> None:
@@ -47,7 +36,7 @@ def test_a_small_table_is_rewritten_and_a_large_or_row_tracked_one_merged(
     path = sink.root / SPEC.name
     sink.replace(SPEC, rows(row(1, "a"), row(2, "b")), {P0: 1})
     sink.merge(SPEC, changes(upsert(1, "A", 2), delete(2, 3), upsert(3, "c", 4)), {P0: 5})
-    assert _operation(path) == "WRITE" and rewrite_is_cheaper(path, REWRITE_MAX_BYTES)
+    assert newest_operation(path) == "WRITE" and rewrite_is_cheaper(path, REWRITE_MAX_BYTES)
     assert snapshot(sink) == [row(1, "A"), row(3, "c")]
     size = newest_checksum(path)["tableSizeBytes"]  # type: ignore[index]
     assert rewrite_is_cheaper(path, size) and not rewrite_is_cheaper(path, size - 1)
@@ -55,13 +44,13 @@ def test_a_small_table_is_rewritten_and_a_large_or_row_tracked_one_merged(
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableChangeDataFeed = true)")
     assert not rewrite_is_cheaper(path, REWRITE_MAX_BYTES)
     sink.merge(SPEC, changes(upsert(4, "d", 6)), {P0: 7})
-    assert _operation(path) == "MERGE"
+    assert newest_operation(path) == "MERGE"
     assert snapshot(sink) == [row(1, "A"), row(3, "c"), row(4, "d")]
     assert not rewrite_is_cheaper(sink.root / "missing", REWRITE_MAX_BYTES)
     merging = _delta(make_sink, "delta-merge")
     merging.replace(SPEC, rows(row(1, "a")), {P0: 1})
     merging.merge(SPEC, changes(upsert(1, "A", 2)), {P0: 3})
-    assert _operation(merging.root / SPEC.name) == "MERGE"
+    assert newest_operation(merging.root / SPEC.name) == "MERGE"
 
 
 def test_a_commit_between_the_read_and_the_rewrite_is_not_lost(
@@ -82,6 +71,6 @@ def test_a_commit_between_the_read_and_the_rewrite_is_not_lost(
 
     monkeypatch.setattr(delta_sink, "merged_rows", racing)
     entry = sink.merge(SPEC, changes(upsert(3, "C", 5)), {P0: 6})
-    assert entry is not None and _operation(path) == "WRITE"
+    assert entry is not None and newest_operation(path) == "WRITE"
     assert snapshot(sink) == [row(1, "a"), row(3, "C")]
     assert sink.positions(SPEC.name) == {P0: 6}
