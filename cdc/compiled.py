@@ -29,6 +29,7 @@ HOT_PATH = (
     "cdc/connector/changelog.py",
     "cdc/streams/kafka_reader.py",
     "cdc/streams/kafka_group.py",
+    "cdc/streams/kafka_ends.py",
     "cdc/streams/kafka_writer.py",
     "cdc/streams/local/frames.py",
     "cdc/streams/local/cursor.py",

@@ -205,7 +205,11 @@ class GroupProcessor(EventProcessor):
         return records
 
     def _rewind(self) -> None:
-        """After a lost transaction: forget its state writes and read its input again."""
+        """After a lost transaction: forget its state writes and read its input again. A
+        transaction begun since (records of an earlier poll processed) is given up with it."""
+        if self._txn is not None:
+            assert self._writer is not None
+            self._writer.abort()
         for task in self.tasks.values():
             task.tables.discard()
         self._touched.clear()

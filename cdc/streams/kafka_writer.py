@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from cdc.streams import kafka_client as kc
+from cdc.streams.kafka_ends import PartitionEnds
 from cdc.streams.kafka_errors import (
     KafkaCommitUnknownError,
     KafkaTransactionError,
@@ -63,20 +64,33 @@ class KafkaTransactionalWriter:
         self._producer = self._new_producer()
         self._visible_on_commit = visible_on_commit
         needed = visible_on_commit or bool(self._owned)
-        self._offsets = kc.make_admin(bootstrap, extra) if needed else None
+        self._ends = PartitionEnds(bootstrap, extra) if needed else None
         self._producer.init_transactions(60)
         self._written: dict[tuple[str, int], int] = {}
         self._failure: str | None = None
         self._generation = 0
+        self._open = False
+        """Whether the producer has a transaction open (one whose commit failed, maybe)."""
         self._visible_within_s = max(30.0, (transaction_timeout_s or 60.0) + 10.0)
 
     def begin(self) -> None:
+        if self._open:  # a commit failed with an error librdkafka did not ask to abort for
+            self._settle()
         self._written = {}
         self._owned_written = set()
         self._failure = None
         self._generation += 1
         self._callback = self._on_delivery(self._written)
         self._producer.begin_transaction()
+        self._open = True
+
+    def _settle(self) -> None:
+        """Abort the transaction a failed commit left open, or take over if that fails."""
+        try:
+            self._producer.abort_transaction(60)
+            self._open = False
+        except kc.KafkaException:
+            self._take_over()
 
     def _new_producer(self) -> kc.Producer:
         return kc.make_producer(
@@ -163,6 +177,7 @@ class KafkaTransactionalWriter:
             self._abort_quietly()
             raise
         self._commit_transaction()
+        self._open = False
         self._wait_visible()
         return {TopicPartition(*where): position for where, position in self._written.items()}
 
@@ -174,24 +189,8 @@ class KafkaTransactionalWriter:
             for topic, partition in self._owned_written
             for p in (range(self._owned[topic]) if partition is None else (partition,))
         }
-        return self._ends(partitions, time.monotonic() + 60.0, committed=False)
-
-    def _ends(
-        self, partitions: Collection[tuple[str, int]], deadline: float, *, committed: bool
-    ) -> dict[tuple[str, int], int]:
-        """``kc.end_offsets``, asked again with a new admin client while it fails until
-        ``deadline``: a client's metadata from before a broker restart gets every answer
-        refused (FENCED_LEADER_EPOCH) and is not renewed by librdkafka."""
-        while True:
-            try:
-                assert self._offsets is not None
-                return kc.end_offsets(self._offsets, partitions, committed=committed,
-                                      timeout_s=max(1.0, deadline - time.monotonic()))  # fmt: skip
-            except kc.KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-                self._offsets = kc.make_admin(self._bootstrap, self._extra)
+        assert self._ends is not None
+        return self._ends.read(partitions, time.monotonic() + 60.0, committed=False)
 
     def _lost(self, exc: kc.KafkaException) -> KafkaTransactionError:
         """``exc`` of a transaction not committed (aborted first where librdkafka asks to)."""
@@ -232,28 +231,9 @@ class KafkaTransactionalWriter:
                 time.sleep(COMMIT_RETRY_S)  # an error answered at once would spin otherwise
 
     def _wait_visible(self) -> None:
-        if not self._visible_on_commit or self._offsets is None:
-            return
-        timeout_s = self._visible_within_s
-        deadline = time.monotonic() + timeout_s
-        waiting = {w: p for w, p in self._written.items() if w[0] not in self._shared}
-        while waiting:  # one request per check for all partitions: a commit does 4-6 a second
-            try:
-                ends = self._ends(list(waiting), deadline, committed=True)
-            except kc.KafkaException as exc:
-                raise KafkaCommitUnknownError(  # committed: its records are not lost
-                    f"transaction of {self.transactional_id} committed, but the ends of its "
-                    f"partitions could not be read within {timeout_s:.0f}s: {exc}"
-                ) from exc
-            waiting = {w: p for w, p in waiting.items() if ends.get(w, -1) < p}
-            if waiting and time.monotonic() > deadline:
-                (topic, partition), _ = next(iter(waiting.items()))
-                raise KafkaCommitUnknownError(
-                    f"committed records of {topic} partition {partition} did not become "
-                    f"visible within {timeout_s:.0f}s"
-                )
-            if waiting:
-                time.sleep(0.002)
+        if self._visible_on_commit and self._ends is not None:
+            waiting = {w: p for w, p in self._written.items() if w[0] not in self._shared}
+            self._ends.wait_visible(waiting, self._visible_within_s, self.transactional_id)
 
     def _abort_quietly(self) -> None:
         # The commit already failed; an abort that fails too (e.g. the producer was fenced)
@@ -262,6 +242,7 @@ class KafkaTransactionalWriter:
         # (same transactional id, new epoch) carries on.
         with contextlib.suppress(kc.KafkaException):
             self._producer.abort_transaction(60)
+            self._open = False
         with contextlib.suppress(kc.KafkaException):
             self._take_over()
 
@@ -270,6 +251,7 @@ class KafkaTransactionalWriter:
         self._owned_written = set()
         try:
             self._producer.abort_transaction(60)
+            self._open = False
         except kc.KafkaException as exc:
             failed = f"transaction of {self.transactional_id} could not be aborted: "
             failed += exc.args[0].str()
@@ -291,8 +273,9 @@ class KafkaTransactionalWriter:
         """A new producer with this writer's transactional id (the old one is dropped)."""
         self._generation += 1  # reports of the dropped producer's records are stale
         self._producer = self._new_producer()
+        self._open = False
         self._producer.init_transactions(60)
 
     def close(self) -> None:
         self._producer.flush(10)
-        self._offsets = None
+        self._ends = None

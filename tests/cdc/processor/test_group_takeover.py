@@ -12,6 +12,7 @@ from pathlib import Path
 from cdc.examples import PAYMENTS_PER_CUSTOMER, count_payment
 from cdc.processor import ProcessorConfig
 from cdc.processor.group import GroupProcessor
+from cdc.streams.protocol import StreamRecord
 from cdc.streams.registry import open_stream
 from tests.cdc.processor.group_members import run_until_idle, state
 from tests.cdc.processor.test_group_crashes import produce_keyed
@@ -74,6 +75,41 @@ def test_a_restore_longer_than_the_transaction_timeout_does_not_fence_the_member
     assert takeover and takeover[-1].seconds > RESTORE_PAUSE_S > TRANSACTION_TIMEOUT_S
     assert a.lost_transactions >= 1  # the transaction open at the takeover, given up
     a.run(idle_timeout_s=2.0)
+    assert state(a) == expected_totals(events)
+    assert changelog_state(stream, a.connector) == expected_totals(events)
+    a.close()
+    stream.close()
+
+
+def test_a_transaction_begun_after_one_was_given_up_is_given_up_with_it(
+    kafka_bootstrap: str, tmp_path: Path, unique_name: Callable[[str], str]
+) -> None:
+    """Records of a poll processed after the open transaction was given up for a restore begin
+    another transaction; the rewind before the next poll aborts that one too (its producer
+    would refuse to begin a third), and the member goes on from its committed input."""
+    stream = open_stream(f"kafka://{kafka_bootstrap}")
+    topic = unique_name("given-up-in")
+    stream.ensure_topic(topic, 2)
+    events = payments(600, seed=5)
+    produce_keyed(stream, topic, events[:300])
+    config = ProcessorConfig(unique_name("given-up"), (topic,),
+                             store_url=f"rocksdb://{tmp_path}/st")  # fmt: skip
+    a = GroupProcessor(config, stream, [PAYMENTS_PER_CUSTOMER], count_payment, member="a")
+    a.start()
+    a.run(idle_timeout_s=1.0)
+    produce_keyed(stream, topic, events[300:])
+    records: list[StreamRecord] = []
+    deadline = time.monotonic() + 30
+    while len(records) < 20 and time.monotonic() < deadline:
+        records += a._poll(20)
+    assert len(records) >= 20
+    a._process(records[0])
+    a._give_up_transaction()  # as a takeover does, from inside a poll (or a commit's)
+    for record in records[1:]:
+        a._process(record)
+    assert a._txn is not None  # begun after the give-up
+    a.run(idle_timeout_s=2.0)
+    assert a.lost_transactions == 1
     assert state(a) == expected_totals(events)
     assert changelog_state(stream, a.connector) == expected_totals(events)
     a.close()

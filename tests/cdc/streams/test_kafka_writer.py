@@ -1,0 +1,32 @@
+"""The Kafka writer's own behaviour beyond the stream contract, on the test broker."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from cdc.streams.protocol import TopicPartition
+from cdc.streams.registry import open_stream
+
+
+def test_a_transaction_left_open_by_a_failed_commit_is_aborted_by_the_next_begin(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> None:
+    """A commit that fails before asking Kafka to commit (here: consumed positions without the
+    reader of their group) leaves the producer in its transaction; the next ``begin`` aborts it
+    instead of failing, and none of its records is ever visible."""
+    stream = open_stream(f"kafka://{kafka_bootstrap}")
+    topic = unique_name("left-open")
+    stream.ensure_topic(topic, 1)
+    writer = stream.writer(unique_name("left-open-txn"))
+    writer.begin()
+    writer.send(topic, b"k", b"lost", partition=0)
+    with pytest.raises(ValueError, match="reader"):
+        writer.commit({TopicPartition(topic, 0): 1}, None)
+    writer.begin()
+    writer.send(topic, b"k", b"kept", partition=0)
+    writer.commit()
+    writer.close()
+    assert [r.value for r in stream.read(topic, 0, 0)] == [b"kept"]
+    stream.close()
