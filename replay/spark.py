@@ -66,6 +66,8 @@ A checkpoint is written inside the commit that reaches it and added ~1 s to ever
 round nothing measurable (``bench/README.md``). Existing tables keep their own setting."""
 HOTSPOT_HUGE_METHOD_BYTES = 8000
 """HotSpot's ``HugeMethodLimit``: whole-stage code with a larger method runs per operator."""
+CODEGEN_CACHE_ENTRIES = 1000
+"""Generated classes a session keeps compiled (Spark's default: 100)."""
 DELTA_CHECKPOINT_INTERVAL_DEFAULT = "spark.databricks.delta.properties.defaults.checkpointInterval"
 
 
@@ -126,6 +128,10 @@ def spark_session(
         # HotSpot never compiles a method over 8,000 bytes of bytecode: the decoder's fused
         # stage has such methods and ran interpreted (~30% of a rebuild's decode, bench/README).
         .config("spark.sql.codegen.hugeMethodLimit", str(HOTSPOT_HUGE_METHOD_BYTES))
+        # A follow round generates ~50 classes beyond the 100 the default cache holds (Delta's
+        # own queries with ours): every round compiled all of them again and the JIT started
+        # over on the new classes (a Delta projection round 20-40% slower, bench/README).
+        .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         # Kafka source options may hold a login or a client key: never printed in plans.
         .config("spark.sql.redaction.options.regex", _SECRET_OPTIONS)
     )

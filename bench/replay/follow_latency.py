@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.replay.follow_latency [--rates 1000 10000] [--sinks duckdb delta]
         [--commands replay project] [--seconds 40] [--warm 15] [--stream kafka|local]
+        [--conf KEY=VALUE ...]
 
 Per (command, sink, rate), a fresh broker (``LocalKafkaBroker``) or local log with one topic of 2
 partitions: a feeder writes the processor's change events (``SalesTopic``: updates over
@@ -52,13 +53,16 @@ Observation = tuple[float, dict[str, int]]
 """(time.time() of the read, the positions its ledger reflects: ``topic:partition`` -> next)."""
 
 
-def _follower(command: str, stream_url: str, sink_url: str, topic: str, work: Path) -> Any:
+def _follower(
+    command: str, stream_url: str, sink_url: str, topic: str, work: Path, conf: list[str]
+) -> Any:
     args = (
         ["project", "--sql", PROJECTION] if command == "project" else ["replay", "--topics", topic]
     )
+    settings = [arg for setting in conf for arg in ("--conf", setting)]
     return subprocess.Popen(
         [sys.executable, "-m", "replay.cli.main", *args, "--follow", "--stream", stream_url,
-         "--sink", sink_url],
+         "--sink", sink_url, *settings],
         env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"}, stdout=subprocess.PIPE,
         stderr=(work / f"{command}.err").open("w"), text=True,
     )  # fmt: skip
@@ -108,7 +112,9 @@ def measure(
     feeder = SalesTopic(stream, partitions=2)
     feeder.write(RowChange("c", None, _row(i, 1)) for i in range(args.keys))
     target = run_dir / ("live.duckdb" if sink == "duckdb" else "delta")
-    follower = _follower(command, stream.url, f"{sink}://{target}", feeder.topic, run_dir)
+    follower = _follower(
+        command, stream.url, f"{sink}://{target}", feeder.topic, run_dir, args.conf
+    )
     seen: list[Observation] = []
     round_ends: list[float] = []
     threading.Thread(target=_round_ends, args=(follower, round_ends), daemon=True).start()
@@ -217,6 +223,8 @@ def main() -> None:
                    help="also report the transactions committed this long after feeding began "
                         "(the follower's JVM warmed up)")  # fmt: skip
     p.add_argument("--stream", choices=["kafka", "local"], default="kafka")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for the follower (repeatable)")  # fmt: skip
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="follow-latency-"))
     results = []

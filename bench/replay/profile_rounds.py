@@ -88,6 +88,7 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
                     for n in range(count)
                 )  # fmt: skip
         seen = {j["jobId"] for j in _jobs(ui, app)}
+        compiled = _compiled(spark)
         started = time.monotonic()
         if round_ >= 2 and profiler is not None:
             profiler.enable()
@@ -101,7 +102,8 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
         in_jobs = sum(_seconds(j) for j in jobs)
         print(f"round {round_}: {took:.2f} s ({mode}, span {span}), "
               f"{len(jobs)} Spark jobs {in_jobs:.2f} s, "
-              f"outside them {took - in_jobs:.2f} s")  # fmt: skip
+              f"outside them {took - in_jobs:.2f} s; {_compiled(spark) - compiled} "
+              "classes generated")  # fmt: skip
         for j in jobs:
             print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  tasks {j['numTasks']:>4}"
                   f"  {(j.get('description') or j['name'])[:100]}")  # fmt: skip
@@ -112,6 +114,12 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
         phases.report(args.rounds - 1)
     sink.close()
     spark.stop()
+
+
+def _compiled(spark: SparkSession) -> int:
+    """How many classes Spark's code generation has compiled (Janino) in this JVM."""
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics  # type: ignore[union-attr]
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
 
 
 def _rounds(

@@ -20,6 +20,7 @@ from cdc.events.declarations import load_declarations
 from projections import SqlProjection
 from replay.cli.follow import follow_rounds
 from replay.cli.replay import add_follow_arguments
+from replay.cli.spark_options import add_spark_arguments, spark_settings
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-verify", action="store_true", help="swap a rebuild without verifying")
     p.add_argument("--rollback", action="store_true", help="serve the previous version again")
     p.add_argument("--batch-offsets", type=int, default=2_000_000)
-    p.add_argument("--master", help="Spark master (default local[*])")
+    add_spark_arguments(p)
 
 
 def source_topic(topics: list[str], table: str, chosen: str | None) -> str:
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from replay.spark import spark_session
 
     console = Console()
+    settings = spark_settings(args)
     projection = SqlProjection.parse(args.sql if args.sql else _read_sql(args.sql_file))
     projection.check_incremental()
     sink_path(args.sink)
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         stream.close()
         raise
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, conf=settings)
     sink = open_sink(args.sink, spark)
     try:
         engine = ProjectionEngine(spark, stream, sink)

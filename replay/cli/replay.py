@@ -11,6 +11,7 @@ from rich.console import Console
 from cdc.errors import UsageError
 from cdc.events.declarations import load_declarations
 from replay.cli.follow import follow_rounds
+from replay.cli.spark_options import add_spark_arguments, spark_settings
 from replay.progress import ProgressBars
 from replay.reading.bounds import Bound, BoundKind, parse_bound
 
@@ -42,7 +43,7 @@ def add_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     add_follow_arguments(p)
     p.add_argument("--batch-offsets", type=int, default=2_000_000)
-    p.add_argument("--master", help="Spark master (default local[*])")
+    add_spark_arguments(p)
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -81,6 +82,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from replay.tables.engine import ReplayEngine, ReplayJob, target_table
 
     console = Console()
+    settings = spark_settings(args)
     topics = tuple(t for t in args.topics.split(",") if t)
     if not topics:
         raise UsageError("--topics names no topic")
@@ -104,7 +106,7 @@ def run_replay(args: argparse.Namespace) -> int:
     except BaseException:
         stream.close()
         raise
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, conf=settings)
     sink = open_sink(args.sink, spark)
     try:
         with ProgressBars(console) as bars:
@@ -144,7 +146,7 @@ def add_verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("left", help="SINK_URL#table, e.g. duckdb:///m.duckdb#customers")
     p.add_argument("right", help="SINK_URL#table, e.g. delta:///lake#customers")
     p.add_argument("--key", required=True, help="comma-separated primary-key columns")
-    p.add_argument("--master", help="Spark master (default local[*])")
+    add_spark_arguments(p)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -157,7 +159,7 @@ def run_verify(args: argparse.Namespace) -> int:
     key = [k for k in args.key.split(",") if k]
     if not key:
         raise UsageError("--key names no column")
-    spark = spark_session(args.master)
+    spark = spark_session(args.master, conf=spark_settings(args))
     sinks = [open_sink(url, spark) for url, _ in refs]
     try:
         frames = [sink.read(table) for sink, (_, table) in zip(sinks, refs, strict=True)]

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from replay.cli import replay as replay_cmd
-from replay.cli.main import main
+from replay.cli.main import build_parser, main
+from replay.cli.spark_options import spark_settings
 from replay.sinks import duckdb_files
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -72,6 +73,10 @@ CASES = [
      "project", "nope.sql"),
     ("project --stream local://{d}/log --sink duckdb://{d}/o.duckdb --sql SELECT", "project",
      "a projection needs a name"),
+    ("replay --stream local://{d}/log --sink duckdb://{d}/out.duckdb --topics t --conf x",
+     "replay", "--conf 'x': expected KEY=VALUE"),
+    ("project --stream local://{d}/log --sink duckdb://{d}/o.duckdb --conf =1 --sql SELECT",
+     "project", "--conf '=1': expected KEY=VALUE"),
     ("project --stream local://{d}/log --sink duckdb://{d}/o.duckdb --topic x --sql "
      "CREATE TABLE p AS SELECT title, count(*) AS n FROM sales GROUP BY title", "project",
      "--topic x"),
@@ -124,3 +129,12 @@ def test_a_missing_kafka_topic_is_one_line(kafka_bootstrap: str, tmp_path: Path)
                       cwd=tmp_path)  # fmt: skip
     _assert_one_line(done, "replay", "topic 'no.such.topic' does not exist")
     assert not (tmp_path / "o.duckdb").exists()
+
+
+def test_spark_settings_of_the_command_line_reach_the_session_settings() -> None:
+    """``--conf KEY=VALUE`` (repeatable; a value may hold ``=``) becomes the session's settings."""
+    args = build_parser().parse_args(
+        ["replay", "--stream", "local:///x", "--sink", "duckdb:///x.duckdb", "--topics", "t",
+         "--conf", "spark.driver.memory=8g", "--conf", "spark.x.opts=-Da=b"]
+    )  # fmt: skip
+    assert spark_settings(args) == {"spark.driver.memory": "8g", "spark.x.opts": "-Da=b"}
