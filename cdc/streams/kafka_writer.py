@@ -85,11 +85,19 @@ class KafkaTransactionalWriter:
         self._open = True
 
     def _settle(self) -> None:
-        """Abort the transaction a failed commit left open, or take over if that fails."""
+        """Abort the transaction a failed commit left open; a producer that cannot is replaced,
+        unless it was fenced: a new one would fence the writer that fenced it."""
         try:
             self._producer.abort_transaction(60)
             self._open = False
-        except kc.KafkaException:
+        except kc.KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, kc.KafkaError) and err.fatal() and (
+                err.code() != kc.KafkaError.INVALID_TXN_STATE  # librdkafka#4849, as in abort
+            ):
+                raise KafkaTransactionError(
+                    f"transaction of {self.transactional_id} could not be aborted: {err.str()}"
+                ) from exc
             self._take_over()
 
     def _new_producer(self) -> kc.Producer:
