@@ -92,9 +92,11 @@ class KafkaTransactionalWriter:
             self._open = False
         except kc.KafkaException as exc:
             err = exc.args[0] if exc.args else None
-            if isinstance(err, kc.KafkaError) and err.fatal() and (
-                err.code() != kc.KafkaError.INVALID_TXN_STATE  # librdkafka#4849, as in abort
-            ):
+            # librdkafka#4849's fatal INVALID_TXN_STATE is not a fencing (as in ``abort``)
+            invalid = (
+                isinstance(err, kc.KafkaError) and err.code() == kc.KafkaError.INVALID_TXN_STATE
+            )
+            if isinstance(err, kc.KafkaError) and err.fatal() and not invalid:
                 raise KafkaTransactionError(
                     f"transaction of {self.transactional_id} could not be aborted: {err.str()}"
                 ) from exc
