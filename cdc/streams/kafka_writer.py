@@ -23,6 +23,8 @@ from cdc.streams.protocol import StreamReader, TopicPartition
 
 COMMIT_RETRY_S = 0.1
 """The pause before asking again for a commit that failed retriably."""
+_REPLACEABLE = (kc.KafkaError.INVALID_TXN_STATE, kc.KafkaError._STATE, kc.KafkaError._CONFLICT)
+"""Errors of an abort the producer's own state refused (INVALID_TXN_STATE: librdkafka#4849)."""
 
 
 class KafkaTransactionalWriter:
@@ -85,21 +87,16 @@ class KafkaTransactionalWriter:
         self._open = True
 
     def _settle(self) -> None:
-        """Abort the transaction a failed commit left open; a producer that cannot is replaced,
-        unless it was fenced: a new one would fence the writer that fenced it."""
+        """Abort the transaction a failed commit left open. A producer whose state refuses the
+        abort is replaced; one fenced, or with the cluster away, is not: a new producer would
+        fence the writer that fenced it (or that took over while the cluster was away)."""
         try:
             self._producer.abort_transaction(60)
             self._open = False
         except kc.KafkaException as exc:
             err = exc.args[0] if exc.args else None
-            # librdkafka#4849's fatal INVALID_TXN_STATE is not a fencing (as in ``abort``)
-            invalid = (
-                isinstance(err, kc.KafkaError) and err.code() == kc.KafkaError.INVALID_TXN_STATE
-            )
-            if isinstance(err, kc.KafkaError) and err.fatal() and not invalid:
-                raise KafkaTransactionError(
-                    f"transaction of {self.transactional_id} could not be aborted: {err.str()}"
-                ) from exc
+            if not isinstance(err, kc.KafkaError) or err.code() not in _REPLACEABLE:
+                raise self._lost(exc) from exc
             self._take_over()
 
     def _new_producer(self) -> kc.Producer:
@@ -183,6 +180,11 @@ class KafkaTransactionalWriter:
                 self._written.update(self._owned_ends())
         except kc.KafkaException as exc:
             raise self._lost(exc) from exc
+        except SystemError as exc:  # confluent-kafka's flush meeting a fatal error (fenced)
+            if isinstance(exc.__cause__, kc.KafkaException):
+                raise self._lost(exc.__cause__) from exc.__cause__
+            text = f"transaction of {self.transactional_id} failed: {exc}"
+            raise KafkaTransactionError(text) from exc  # left open: the next begin aborts it
         except KafkaTransactionError:
             self._abort_quietly()
             raise
@@ -250,9 +252,13 @@ class KafkaTransactionalWriter:
         # changes nothing for the caller, whose transaction is not visible either way. After a
         # failed transaction librdkafka may purge records of the next one, so a fresh producer
         # (same transactional id, new epoch) carries on.
-        with contextlib.suppress(kc.KafkaException):
+        try:
             self._producer.abort_transaction(60)
             self._open = False
+        except kc.KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if isinstance(err, kc.KafkaError) and err.fatal() and err.code() not in _REPLACEABLE:
+                return  # fenced: a new producer would fence the writer that fenced this one
         with contextlib.suppress(kc.KafkaException):
             self._take_over()
 
@@ -282,9 +288,10 @@ class KafkaTransactionalWriter:
     def _take_over(self) -> None:
         """A new producer with this writer's transactional id (the old one is dropped)."""
         self._generation += 1  # reports of the dropped producer's records are stale
+        self._open = True  # until the new producer is initialised: the next begin retries
         self._producer = self._new_producer()
-        self._open = False
         self._producer.init_transactions(60)
+        self._open = False
 
     def close(self) -> None:
         self._producer.flush(10)

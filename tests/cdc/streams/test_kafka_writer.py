@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from cdc.streams.protocol import TopicPartition
+from cdc.streams.protocol import TopicPartition, TransactionLostError
 from cdc.streams.registry import open_stream
 
 
@@ -29,4 +29,29 @@ def test_a_transaction_left_open_by_a_failed_commit_is_aborted_by_the_next_begin
     writer.commit()
     writer.close()
     assert [r.value for r in stream.read(topic, 0, 0)] == [b"kept"]
+    stream.close()
+
+
+def test_a_fenced_writer_whose_records_failed_does_not_fence_its_successor(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> None:
+    """Records sent after a newer writer with the same id fenced this one fail; the failed
+    commit gives the transaction up without a new producer, which would fence the newer
+    writer in turn (a zombie taking over)."""
+    stream = open_stream(f"kafka://{kafka_bootstrap}")
+    topic, txn_id = unique_name("fenced"), unique_name("fenced-txn")
+    stream.ensure_topic(topic, 1)
+    old = stream.writer(txn_id)
+    old.begin()
+    new = stream.writer(txn_id)
+    old.send(topic, b"k", b"zombie", partition=0)
+    with pytest.raises(TransactionLostError):
+        old.commit()
+    with pytest.raises(TransactionLostError):
+        old.begin()
+    new.begin()
+    new.send(topic, b"k", b"new", partition=0)
+    new.commit()
+    new.close()
+    assert [r.value for r in stream.read(topic, 0, 0)] == [b"new"]
     stream.close()
