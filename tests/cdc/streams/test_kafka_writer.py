@@ -6,8 +6,25 @@ from collections.abc import Callable
 
 import pytest
 
-from cdc.streams.protocol import TopicPartition, TransactionLostError
+from cdc.streams.protocol import (
+    EventStream,
+    TopicPartition,
+    TransactionalWriter,
+    TransactionLostError,
+)
 from cdc.streams.registry import open_stream
+
+
+def assert_only_commit(
+    stream: EventStream, writer: TransactionalWriter, topic: str, value: bytes
+) -> None:
+    """Commit ``value`` with ``writer``; then it is all partition 0 of ``topic`` holds."""
+    writer.begin()
+    writer.send(topic, b"k", value, partition=0)
+    writer.commit()
+    writer.close()
+    assert [r.value for r in stream.read(topic, 0, 0)] == [value]
+    stream.close()
 
 
 def test_a_transaction_left_open_by_a_failed_commit_is_aborted_by_the_next_begin(
@@ -24,12 +41,7 @@ def test_a_transaction_left_open_by_a_failed_commit_is_aborted_by_the_next_begin
     writer.send(topic, b"k", b"lost", partition=0)
     with pytest.raises(ValueError, match="reader"):
         writer.commit({TopicPartition(topic, 0): 1}, None)
-    writer.begin()
-    writer.send(topic, b"k", b"kept", partition=0)
-    writer.commit()
-    writer.close()
-    assert [r.value for r in stream.read(topic, 0, 0)] == [b"kept"]
-    stream.close()
+    assert_only_commit(stream, writer, topic, b"kept")
 
 
 def test_a_fenced_writer_whose_records_failed_does_not_fence_its_successor(
@@ -49,9 +61,4 @@ def test_a_fenced_writer_whose_records_failed_does_not_fence_its_successor(
         old.commit()
     with pytest.raises(TransactionLostError):
         old.begin()
-    new.begin()
-    new.send(topic, b"k", b"new", partition=0)
-    new.commit()
-    new.close()
-    assert [r.value for r in stream.read(topic, 0, 0)] == [b"new"]
-    stream.close()
+    assert_only_commit(stream, new, topic, b"new")
