@@ -127,6 +127,9 @@ def test_a_fenced_writer_cannot_abort_its_way_back(
     old = stream.writer(txn_id)
     old.begin()
     old.send(topic, b"k", b"from-zombie")
+    # The record in the broker's transaction first: a transaction that never reached the broker
+    # (on a loaded machine, its record still queued) aborts locally, with nothing to fence.
+    old._producer.flush(30)
     new = stream.writer(txn_id)
     new.begin()
     new.send(topic, b"k", b"from-new")
