@@ -128,9 +128,9 @@ def spark_session(
         # HotSpot never compiles a method over 8,000 bytes of bytecode: the decoder's fused
         # stage has such methods and ran interpreted (~30% of a rebuild's decode, bench/README).
         .config("spark.sql.codegen.hugeMethodLimit", str(HOTSPOT_HUGE_METHOD_BYTES))
-        # A follow round generates ~50 classes beyond the 100 the default cache holds (Delta's
-        # own queries with ours): every round compiled all of them again and the JIT started
-        # over on the new classes (a Delta projection round 20-40% slower, bench/README).
+        # A projection round into Delta uses more generated classes than the 100 the default
+        # cache holds (Delta's own queries with ours): each round compiled ~50 of them again and
+        # the JIT started over on them (its rounds 16-29% longer at 1 k/s, bench/README).
         .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         # Kafka source options may hold a login or a client key: never printed in plans.
         .config("spark.sql.redaction.options.regex", _SECRET_OPTIONS)
