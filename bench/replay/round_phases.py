@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import collections
 import functools
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from replay.sinks import duckdb_files
@@ -65,7 +67,7 @@ class PhaseTimers:
         frames = type(spark.range(0))
         self._wrap(frames, "toArrow", "spark: toArrow (staging job)")
         self._wrap(frames, "first", "spark: first (delta stats)")
-        self._wrap(frames, "localCheckpoint", "spark: localCheckpoint")
+        self._wrap(frames, "localCheckpoint", "spark: localCheckpoint", by_caller=True)
 
     def clear(self) -> None:
         self.seconds.clear()
@@ -75,7 +77,8 @@ class PhaseTimers:
         for name, seconds in sorted(self.seconds.items(), key=lambda kv: -kv[1]):
             print(f"  {name:34s} {seconds / max(1, rounds) * 1000:7.1f} ms per round")
 
-    def _wrap(self, owner: Any, attribute: str, label: str) -> None:
+    def _wrap(self, owner: Any, attribute: str, label: str, *, by_caller: bool = False) -> None:
+        """Time ``owner.attribute`` under ``label`` (``by_caller``: one label per calling line)."""
         original = getattr(owner, attribute)
 
         @functools.wraps(original)
@@ -84,6 +87,10 @@ class PhaseTimers:
             try:
                 return original(*args, **kwargs)
             finally:
-                self.seconds[label] += time.perf_counter() - started
+                name = label
+                if by_caller:
+                    caller = sys._getframe(1)
+                    name = f"{label} ({Path(caller.f_code.co_filename).name}:{caller.f_lineno})"
+                self.seconds[name] += time.perf_counter() - started
 
         setattr(owner, attribute, timed)
