@@ -4,17 +4,19 @@ A projection version owns a **master** table (its stored table, the one readers'
 and **auxiliary** tables (the source mirror, the MIN/MAX multisets). Delta has no multi-table
 transactions, so a batch is several commits; exactly-once comes from these rules:
 
-- the batch's statements run in the plan's order, the master's MERGE **last** (where the mirror
-  and the master are both rewritten, those two side by side: ``delta_pair``); only that MERGE
+- the batch's statements run in the plan's order, the master's MERGE **last**; only that MERGE
   carries the ledger (``userMetadata``: seq, positions) and the idempotent-write id
   (``txnAppId = replicator-projection/<table>``, ``txnVersion = seq``), like the Delta sink;
 - every auxiliary commit carries the batch's ``seq`` in its ``userMetadata`` too; commits of the
   master without metadata (its creation) are never ledger entries; a batch with a truncate
   overwrites the master instead of merging into it (``INSERT OVERWRITE``: the reset and the
   batch in that one commit, so readers never see the master emptied without its ledger entry);
-- before each batch, :meth:`DeltaProjectionStore.recover` brings every table back to the end of
-  the last committed batch (``delta_recovery``), which a crash between two commits thus loses
-  nothing of; the batch is redone from the master's positions (re-cut freely).
+- before each batch, :meth:`DeltaProjectionStore.recover` restores (Delta ``RESTORE``) the master
+  to its latest ledger entry and each auxiliary table to its newest commit with a ``seq`` not
+  above the master's, dropping tables that have none. A crash between two statements thus
+  rewinds every table to the end of the last committed batch, and the batch is redone from the
+  master's positions (re-cut freely: nothing of it survived). A restore commit carries the
+  metadata of the version it restores, so the ledger reads the same after it.
 
 A MERGE into a table of at most the sink's ``rewrite_bytes`` is written as one overwrite of the
 MERGE's result instead (:meth:`DeltaProjectionStore.write`): a ``WRITE`` commit where the MERGE
@@ -33,8 +35,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from cdc.streams.protocol import TopicPartition
@@ -42,8 +43,6 @@ from projections import IncrementalPlan
 from projections.sql.merge_parts import merge_parts
 from projections.sql.syntax import SPARK
 from replay.sinks.delta_log import latest_version, read_ledger
-from replay.sinks.delta_pair import BATCH_VIEW, Overwrite, commit_side_by_side, master_app_id
-from replay.sinks.delta_recovery import recover, unstage
 from replay.sinks.delta_rewrite import merge_result, rewrite_is_cheaper, sets_only
 from replay.sinks.delta_sink import (
     TXN_APP_ID,
@@ -66,7 +65,7 @@ from replay.sinks.sql_projection import MirrorSql
 from replay.spark import DataFrame, F, quoted_name, session_confs
 
 REGISTRY_DIR = "_replicator_projections"
-_BATCH, _SIGNED, _ROWS = BATCH_VIEW, "__projection_signed", "__projection_rows"
+_BATCH, _SIGNED, _ROWS = "__projection_batch", "__projection_signed", "__projection_rows"
 
 
 class DeltaProjectionStore:
@@ -91,43 +90,42 @@ class DeltaProjectionStore:
     def write(self, statement: str, tables: Sequence[str]) -> None:
         """Run a statement that writes a table: a MERGE into a small table (the Delta sink's
         bound, :mod:`replay.sinks.delta_rewrite`) as one overwrite of the MERGE's result."""
-        rewrite = self.rewrite(statement, tables)
-        if rewrite is None:
-            self.sql(statement, tables)
-        else:
-            rewrite.save()
-
-    def rewrite(
-        self, statement: str, tables: Sequence[str], options: Mapping[str, str] | None = None
-    ) -> Overwrite | None:
-        """The overwrite (with writer ``options``) a MERGE into a small table is written as; None
-        for other statements."""
         parts = merge_parts(statement, SPARK) if statement.startswith("MERGE") else None
         bound = self.sink.rewrite_bytes
-        if parts is None or not rewrite_is_cheaper(self.root / parts.target, bound):
-            return None
-        path = str(self.root / parts.target)
-        target = self.spark.read.format("delta").load(path)
-        if not sets_only(parts, target.columns):
-            return None
-        source = self.sql(parts.source, tables)
-        return Overwrite(path, merge_result(parts, target, source), source, options or {})
+        if parts is not None and rewrite_is_cheaper(self.root / parts.target, bound):
+            path = str(self.root / parts.target)
+            target = self.spark.read.format("delta").load(path)
+            if sets_only(parts, target.columns):
+                rows = merge_result(parts, target, self.sql(parts.source, tables))
+                rows.write.format("delta").mode("overwrite").save(path)
+                return
+        self.sql(statement, tables)
 
-    def recover(
-        self, master: str, auxiliary: Sequence[str], mirror: MirrorSql | None = None
-    ) -> None:
-        """Rewind the tables of a projection version to its last committed batch
-        (:mod:`replay.sinks.delta_recovery`)."""
-        recover(self, master, auxiliary, mirror)
-
-    @property
-    def registry(self) -> Path:
-        """The folder of the blue/green states and the staged batches."""
-        return self.root / REGISTRY_DIR
+    def recover(self, master: str, auxiliary: Sequence[str]) -> None:
+        """Rewind the tables of a projection version to its last committed batch (module doc)."""
+        entries = read_ledger(master, self.root / master, latest_only=True)
+        if not entries:
+            for table in (master, *auxiliary):
+                shutil.rmtree(self.root / table, ignore_errors=True)
+            return
+        latest = entries[0]
+        if (latest_version(self.root / master) or 0) > latest.entry.version:
+            self._restore(master, latest.entry.version, latest.metadata)
+        for table in auxiliary:
+            # read back from the newest commit: not every commit of a log a follower grows
+            kept = read_ledger(table, self.root / table, latest_only=True, seq_at_most=latest.seq)
+            if not kept:
+                shutil.rmtree(self.root / table, ignore_errors=True)
+            elif (latest_version(self.root / table) or 0) > kept[-1].entry.version:
+                self._restore(table, kept[-1].entry.version, kept[-1].metadata)
 
     def _has_commit(self, table: str) -> bool:
         """Whether ``table`` has a commit (a log directory alone may be a crashed creation)."""
         return latest_version(self.root / table) is not None
+
+    def _restore(self, table: str, version: int, metadata: str) -> None:
+        with session_confs(self.spark, {USER_METADATA: metadata}):
+            self.sql(f"RESTORE TABLE {quoted_name(table)} TO VERSION AS OF {version}", [table])
 
     def _plan(self, table: str, positions: Positions) -> tuple[int, str] | None:
         latest = read_ledger(table, self.root / table, latest_only=True)
@@ -151,7 +149,7 @@ class DeltaProjectionStore:
         batch with records marked bad (``__op`` ``x``) raises ``RejectedRecordsError`` first."""
         auxiliary = [*plan.value_tables.values(), mirror.table]
         tables = [plan.table, *auxiliary]
-        self.recover(plan.table, auxiliary, mirror)
+        self.recover(plan.table, auxiliary)
         planned = self._plan(plan.table, positions)
         if planned is None:
             return None
@@ -187,16 +185,15 @@ class DeltaProjectionStore:
             resets = plan.reset_statements(SPARK)[1:] if truncated else []
             for statement in [*resets, *value_merges]:
                 run(statement)
-        if truncated or not commit_side_by_side(self, tables, mirror, master_merge, seq, meta):
-            with session_confs(self.spark, {USER_METADATA: meta}):
-                run(mirror.merge_sql(_BATCH, SPARK))
-            self._commit_master(plan.table, master_merge, tables, seq, meta)
+            run(mirror.merge_sql(_BATCH, SPARK))
+        self._commit_master(plan.table, master_merge, tables, seq, meta)
         return self._committed(plan.table, meta)
 
     def _commit_master(
         self, table: str, statement: str, tables: Sequence[str], seq: int, meta: str
     ) -> None:
-        confs = {USER_METADATA: meta, TXN_APP_ID: master_app_id(table), TXN_VERSION: str(seq)}
+        app = f"replicator-projection/{table}"
+        confs = {USER_METADATA: meta, TXN_APP_ID: app, TXN_VERSION: str(seq)}
         with session_confs(self.spark, confs):
             self.write(statement, tables)
         if self._committed(table, meta) is None:
@@ -267,7 +264,7 @@ class DeltaProjectionStore:
         for statement in statements:
             dropped = re.fullmatch(r"DROP TABLE IF EXISTS `(.+)`", statement)
             if dropped:
-                self.drop([dropped.group(1).replace("``", "`")])
+                shutil.rmtree(self.root / dropped.group(1).replace("``", "`"), ignore_errors=True)
 
     def query(self, select: str, tables: Sequence[str] = ()) -> list[tuple[Any, ...]]:
         """The rows of a Spark SQL query over ``tables``."""
@@ -281,4 +278,3 @@ class DeltaProjectionStore:
         """Delete ``tables`` (a fresh rebuild of a version)."""
         for table in tables:
             shutil.rmtree(self.root / table, ignore_errors=True)
-            unstage(self.registry, table)
