@@ -155,9 +155,8 @@ class KafkaForwarder(BasePythonChangeHandler):
         except TimeoutError:
             raise RuntimeError(f"forwarding to Kafka failed: creating {topic} timed out") from None
         except kafka_client.KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            exists = kafka_client.KafkaError.TOPIC_ALREADY_EXISTS
-            if not (isinstance(err, kafka_client.KafkaError) and err.code() == exists):
+            err = kafka_client.kafka_error(exc)
+            if err is None or err.code() != kafka_client.KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
         self._topics.add(topic)
 

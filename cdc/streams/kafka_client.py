@@ -178,10 +178,8 @@ def watermarks(
             )
             return int(low), int(high)
         except KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            retriable = isinstance(err, KafkaError) and (
-                err.retriable() or err.code() in _METADATA_SETTLING
-            )
+            err = kafka_error(exc)
+            retriable = err is not None and (err.retriable() or err.code() in _METADATA_SETTLING)
             if not retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
@@ -228,7 +226,13 @@ def is_partition_dropped(err: KafkaError) -> bool:
     return err.code() == KafkaError._UNKNOWN_PARTITION
 
 
+def kafka_error(exc: KafkaException) -> KafkaError | None:
+    """The ``KafkaError`` an exception of the client carries, None if it carries none."""
+    err = exc.args[0] if exc.args else None
+    return err if isinstance(err, KafkaError) else None
+
+
 def is_retriable_abort(exc: KafkaException) -> bool:
     """True when the transaction failed but the producer can abort and try again."""
-    err = exc.args[0] if exc.args else None
-    return bool(isinstance(err, KafkaError) and err.txn_requires_abort())
+    err = kafka_error(exc)
+    return bool(err is not None and err.txn_requires_abort())

@@ -93,10 +93,10 @@ def failed(
     """``exc`` of ``what`` as our error: :class:`KafkaRefusedError` when ``login`` saw a refusal,
     :class:`KafkaUnavailableError` when ``unavailable`` (or the caller knows the cluster is
     ``away``)."""
-    err = exc.args[0] if exc.args else None
+    err = kc.kafka_error(exc)
     if login is not None and login.refused is not None:
         return refused(what, login.refused)
-    if not isinstance(err, kc.KafkaError):
+    if err is None:
         return KafkaStreamError(f"{what}: {exc}")
     if away or unavailable(err):
         return KafkaUnavailableError(f"{what}: {err.str()} (is the broker running and reachable?)")

@@ -65,11 +65,9 @@ class KafkaEventStream:
                 answer = call(min(wait, max(0.05, deadline - time.monotonic())))
             except kc.KafkaException as exc:
                 self._serve_callbacks()
-                err = exc.args[0] if exc.args else None
-                dropped = isinstance(err, kc.KafkaError) and kc.is_partition_dropped(err)
-                waiting = isinstance(err, kc.KafkaError) and (
-                    unavailable(err) or kc.is_settling(err) or dropped
-                )
+                err = kc.kafka_error(exc)
+                dropped = err is not None and kc.is_partition_dropped(err)
+                waiting = err is not None and (unavailable(err) or kc.is_settling(err) or dropped)
                 if waiting and self.login.refused is None and time.monotonic() < deadline:
                     wait *= 2
                     continue

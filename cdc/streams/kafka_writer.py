@@ -94,8 +94,8 @@ class KafkaTransactionalWriter:
             self._producer.abort_transaction(60)
             self._open = False
         except kc.KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if not isinstance(err, kc.KafkaError) or err.code() not in _REPLACEABLE:
+            err = kc.kafka_error(exc)
+            if err is None or err.code() not in _REPLACEABLE:
                 raise self._lost(exc) from exc
             self._take_over()
 
@@ -208,8 +208,8 @@ class KafkaTransactionalWriter:
         """``exc`` of a transaction not committed (aborted first where librdkafka asks to)."""
         if kc.is_retriable_abort(exc):
             self._abort_quietly()
-        err = exc.args[0] if exc.args else None
-        if not isinstance(err, kc.KafkaError):
+        err = kc.kafka_error(exc)
+        if err is None:
             return KafkaTransactionError(f"transaction of {self.transactional_id} failed: {exc}")
         text = f"transaction of {self.transactional_id} failed: {err.str()}"
         if unavailable(err):
@@ -225,13 +225,8 @@ class KafkaTransactionalWriter:
                 self._producer.commit_transaction(max(1.0, deadline - time.monotonic()))
                 return
             except kc.KafkaException as exc:
-                err = exc.args[0] if exc.args else None
-                if (
-                    kc.is_retriable_abort(exc)
-                    or not isinstance(err, kc.KafkaError)
-                    or err.fatal()
-                    or not unavailable(err)
-                ):
+                err = kc.kafka_error(exc)
+                if kc.is_retriable_abort(exc) or err is None or err.fatal() or not unavailable(err):
                     raise self._lost(exc) from exc  # aborted, or fenced: not committed
                 # The cluster did not answer: asked again while librdkafka allows it.
                 if not err.retriable() or time.monotonic() + COMMIT_RETRY_S >= deadline:
@@ -256,8 +251,8 @@ class KafkaTransactionalWriter:
             self._producer.abort_transaction(60)
             self._open = False
         except kc.KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            if isinstance(err, kc.KafkaError) and err.fatal() and err.code() not in _REPLACEABLE:
+            err = kc.kafka_error(exc)
+            if err is not None and err.fatal() and err.code() not in _REPLACEABLE:
                 return  # fenced: a new producer would fence the writer that fenced this one
         with contextlib.suppress(kc.KafkaException):
             self._take_over()
