@@ -107,8 +107,9 @@ class KafkaEventStream:
             try:
                 future.result()
             except kc.KafkaException as exc:
-                if exc.args[0].code() != kc.KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise KafkaStreamError(f"creating topic {topic}: {exc.args[0].str()}") from exc
+                err = kc.kafka_error(exc)
+                if err is None or err.code() != kc.KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise self._failure(f"creating topic {topic}", exc) from exc
         deadline = time.monotonic() + _METADATA_TIMEOUT_S
         while (found := self._partitions_or_none(topic)) is None:
             if time.monotonic() > deadline:
@@ -146,12 +147,19 @@ class KafkaEventStream:
 
     def is_compacted(self, topic: str) -> bool:
         resource = kc.ConfigResource("TOPIC", topic)
-        (future,) = self._admin.describe_configs([resource]).values()
-        try:
-            entries = future.result(timeout=_METADATA_TIMEOUT_S)
-        except kc.KafkaException as exc:
-            raise self._failure(f"describing topic {topic}", exc) from exc
-        return "compact" in str(entries["cleanup.policy"].value)
+
+        def cleanup_policy(timeout: float) -> str:
+            found = self._admin.describe_configs([resource], request_timeout=timeout)
+            # The request's own timeout ends the future (as _TIMED_OUT, an outage); the wait
+            # here only bounds a future librdkafka never settles.
+            (future,) = found.values()
+            try:
+                entries = future.result(timeout=timeout + _METADATA_TIMEOUT_S)
+                return str(entries["cleanup.policy"].value)
+            except TimeoutError as exc:
+                raise kc.KafkaException(kc.KafkaError(kc.KafkaError._TIMED_OUT)) from exc
+
+        return "compact" in self._ask(f"describing topic {topic}", cleanup_policy)
 
     def bounds(self, topic: str, partition: int) -> PartitionBounds:
         found = self._ask(

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import socket
+import time
+from collections.abc import Callable
+
+import pytest
+
 from cdc.errors import UnavailableError
 from cdc.streams import kafka_client as kc
+from cdc.streams import kafka_stream
 from cdc.streams.kafka_errors import KafkaRefusedError, LoginWatch, failed
+from cdc.streams.kafka_stream import KafkaEventStream
 
 
 def _seen(code: int, text: str) -> str | None:
@@ -44,3 +52,25 @@ def test_a_broker_gone_mid_request_is_an_outage() -> None:
         kc.KafkaError(kc.KafkaError._DESTROY_BROKER, "Broker handle destroyed without termination")
     )
     assert isinstance(failed("describing topic t", gone), UnavailableError)
+
+
+def test_every_metadata_question_to_an_unreachable_cluster_is_an_outage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A follower asking whether its topic is compacted as the broker stopped waited out the
+    answer's future and exited on the bare ``TimeoutError`` instead of retrying the round."""
+    monkeypatch.setattr(kafka_stream, "_METADATA_TIMEOUT_S", 3.0)
+    with socket.socket() as held:  # a port nothing listens on: bound, never listening
+        held.bind(("127.0.0.1", 0))
+        stream = KafkaEventStream(f"127.0.0.1:{held.getsockname()[1]}")
+        questions: dict[str, Callable[[], object]] = {
+            "is_compacted": lambda: stream.is_compacted("t"),
+            "partition_count": lambda: stream.partition_count("t"),
+            "topics": stream.topics,
+            "bounds": lambda: stream.bounds("t", 0),
+        }
+        for name, ask in questions.items():
+            started = time.monotonic()
+            with pytest.raises(UnavailableError, match="is the broker running"):
+                ask()
+            assert time.monotonic() - started < 30, name
