@@ -186,21 +186,21 @@ def driver_heap_bytes(spark: SparkSession) -> int:
 
 
 def local_frame(
-    spark: SparkSession, rows: Sequence[Sequence[Any]], schema: T.StructType, *, spread: int = 0
-) -> DataFrame:
-    """A DataFrame of the driver's ``rows`` (tuples of plain values in ``schema``'s order),
-    handed to the JVM as Arrow: unlike ``createDataFrame`` of a list, whose rows are unpickled by
-    Python workers in every job that reads them (a worker start on a cold session), nothing of
-    it runs in Python. Flat schemas of simple types. ``spread``: hand them over as that many
-    partitions, not as a local relation, whose operators the optimizer evaluates on the driver,
-    interpreted (``ConvertToLocalRelation``): for many rows, a job's compiled code on every core
-    beats it (10,000 Connect-JSON change events: 0.6-1.2 s of a round's planning)."""
+    spark: SparkSession, rows: Sequence[Sequence[Any]], schema: T.StructType, *, spread: int = 0,
+    types: Sequence[Any] | None = None,
+) -> DataFrame:  # fmt: skip
+    """A DataFrame of the driver's ``rows`` (tuples of values in ``schema``'s order), handed to
+    the JVM as Arrow: unlike ``createDataFrame`` of a list, unpickled by Python workers in every
+    job that reads it, nothing of it runs in Python. Flat schemas of simple types, or any with
+    ``types``, the columns' Arrow types (of the ``toArrow`` table that gave the values).
+    ``spread``: as that many partitions, not a local relation, whose operators the optimizer
+    interprets on the driver (``ConvertToLocalRelation``): for many rows, a job's compiled code
+    on every core beats it (10,000 Connect-JSON change events: 0.6-1.2 s of a round's plan)."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema.fields)
-    table = pa.Table.from_arrays(
-        [pa.array(list(values)) for values in columns], names=[f.name for f in schema.fields]
-    )
+    arrays = [pa.array(list(v), type=types and types[i]) for i, v in enumerate(columns)]
+    table = pa.Table.from_arrays(arrays, names=[f.name for f in schema.fields])
     if not spread or not rows:
         return spark.createDataFrame(table, schema)
     # Both read when the frame is made (``ArrowConverters.toDataFrame``): set for it only.

@@ -1,22 +1,25 @@
 """Projections in a Delta sink: Spark SQL statements of the plan on path tables, exactly once.
 
-A projection version owns a **master** table (its stored table, the one readers' view reads)
-and **auxiliary** tables (the source mirror, the MIN/MAX multisets). Delta has no multi-table
-transactions, so a batch is several commits; exactly-once comes from these rules:
+A projection version owns a **master** table (its stored table, the one readers' view reads),
+**auxiliary** tables (the MIN/MAX multisets) and its source mirror, kept out of Delta
+(:mod:`replay.sinks.delta_mirror`). Delta has no multi-table transactions, so a batch is
+several commits; exactly-once comes from these rules:
 
 - the batch's statements run in the plan's order, the master's MERGE **last**; only that MERGE
   carries the ledger (``userMetadata``: seq, positions) and the idempotent-write id
   (``txnAppId = replicator-projection/<table>``, ``txnVersion = seq``), like the Delta sink;
-- every auxiliary commit carries the batch's ``seq`` in its ``userMetadata`` too; commits of the
-  master without metadata (its creation) are never ledger entries; a batch with a truncate
-  overwrites the master instead of merging into it (``INSERT OVERWRITE``: the reset and the
-  batch in that one commit, so readers never see the master emptied without its ledger entry);
+- every auxiliary commit carries the batch's ``seq`` in its ``userMetadata`` too, and so does
+  the mirror's write, just before the master's; commits of the master without metadata (its
+  creation) are never ledger entries; a batch with a truncate overwrites the master instead of
+  merging into it (``INSERT OVERWRITE``: the reset and the batch in that one commit, so readers
+  never see the master emptied without its ledger entry);
 - before each batch, :meth:`DeltaProjectionStore.recover` restores (Delta ``RESTORE``) the master
   to its latest ledger entry and each auxiliary table to its newest commit with a ``seq`` not
-  above the master's, dropping tables that have none. A crash between two statements thus
-  rewinds every table to the end of the last committed batch, and the batch is redone from the
-  master's positions (re-cut freely: nothing of it survived). A restore commit carries the
-  metadata of the version it restores, so the ledger reads the same after it.
+  above the master's, dropping tables that have none, and the mirror undoes a batch the master
+  did not commit. A crash between two statements thus rewinds every table to the end of the
+  last committed batch, and the batch is redone from the master's positions (re-cut freely:
+  nothing of it survived). A restore commit carries the metadata of the version it restores,
+  so the ledger reads the same after it.
 
 A MERGE into a table of at most the sink's ``rewrite_bytes`` is written as one overwrite of the
 MERGE's result instead (:meth:`DeltaProjectionStore.write`): a ``WRITE`` commit where the MERGE
@@ -24,10 +27,9 @@ made a ``MERGE`` one, under the same session confs, so with the same metadata an
 commits even when the MERGE would have changed nothing (the master's empty append, below, is
 then not needed).
 
-Signed rows are computed from the mirror before it changes and materialised (a local
-checkpoint), so later statements of the batch never see the mirror's new state. Restores need
-the files of the restored versions: do not ``VACUUM`` a projection's tables below the time a
-crash recovery might need (Delta's default retention, 7 days, is plenty).
+The batch is signed on the driver against the mirror; the signed rows go to Spark as Arrow.
+Restores need the files of the restored versions: do not ``VACUUM`` a projection's tables below
+the time a crash recovery might need (Delta's default retention, 7 days, is plenty).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from projections import IncrementalPlan
 from projections.sql.merge_parts import merge_parts
 from projections.sql.syntax import SPARK
 from replay.sinks.delta_log import latest_version, read_ledger
+from replay.sinks.delta_mirror import SIGNED_VIEW, open_mirror, signed_frame
 from replay.sinks.delta_rewrite import merge_result, rewrite_is_cheaper, sets_only
 from replay.sinks.delta_sink import (
     TXN_APP_ID,
@@ -56,16 +59,17 @@ from replay.sinks.protocol import (
     OP_DELETE,
     OP_REJECTED,
     OP_UPSERT,
+    POS,
     TRUNCATED,
     LedgerEntry,
     Positions,
     RejectedRecordsError,
 )
 from replay.sinks.sql_projection import MirrorSql
-from replay.spark import DataFrame, F, quoted_name, session_confs
+from replay.spark import DataFrame, quoted_name, session_confs
 
 REGISTRY_DIR = "_replicator_projections"
-_BATCH, _SIGNED, _ROWS = "__projection_batch", "__projection_signed", "__projection_rows"
+_ROWS = "__projection_rows"
 
 
 class DeltaProjectionStore:
@@ -101,13 +105,14 @@ class DeltaProjectionStore:
                 return
         self.sql(statement, tables)
 
-    def recover(self, master: str, auxiliary: Sequence[str]) -> None:
-        """Rewind the tables of a projection version to its last committed batch (module doc)."""
+    def recover(self, master: str, auxiliary: Sequence[str]) -> int | None:
+        """Rewind the Delta tables of a projection version to its last committed batch (module
+        doc); its seq, None when it has none (then the tables are dropped)."""
         entries = read_ledger(master, self.root / master, latest_only=True)
         if not entries:
             for table in (master, *auxiliary):
                 shutil.rmtree(self.root / table, ignore_errors=True)
-            return
+            return None
         latest = entries[0]
         if (latest_version(self.root / master) or 0) > latest.entry.version:
             self._restore(master, latest.entry.version, latest.metadata)
@@ -118,6 +123,7 @@ class DeltaProjectionStore:
                 shutil.rmtree(self.root / table, ignore_errors=True)
             elif (latest_version(self.root / table) or 0) > kept[-1].entry.version:
                 self._restore(table, kept[-1].entry.version, kept[-1].metadata)
+        return latest.seq
 
     def _has_commit(self, table: str) -> bool:
         """Whether ``table`` has a commit (a log directory alone may be a crashed creation)."""
@@ -147,47 +153,55 @@ class DeltaProjectionStore:
     ) -> LedgerEntry | None:  # fmt: skip
         """Apply one batch (``batch_changes`` columns) to a SQL projection (module doc); a
         batch with records marked bad (``__op`` ``x``) raises ``RejectedRecordsError`` first."""
-        auxiliary = [*plan.value_tables.values(), mirror.table]
+        auxiliary = list(plan.value_tables.values())
         tables = [plan.table, *auxiliary]
-        self.recover(plan.table, auxiliary)
-        planned = self._plan(plan.table, positions)
-        if planned is None:
-            return None
-        seq, meta = planned
-        batch = batch.localCheckpoint(eager=True)  # the statements below read it, not its plan
-        batch.createOrReplaceTempView(_BATCH)
-        first = batch.agg(
-            F.max(F.col(TRUNCATED).cast("int")), F.count(F.when(F.col(OP) == OP_REJECTED, 1))
-        ).first()
-        if first and first[1]:
-            raise RejectedRecordsError(plan.table, int(first[1]))
-        truncated = bool(first and first[0])
+        with open_mirror(self.spark, self.root, plan.table, mirror) as source:
+            latest = self.recover(plan.table, auxiliary)
+            if latest is None:
+                source.wipe()
+            else:
+                source.rewind(latest)
+            planned = self._plan(plan.table, positions)
+            if planned is None:
+                return None
+            seq, meta = planned
+            arrow = batch.toArrow()
+            column = {name: arrow.column(name).to_pylist() for name in arrow.column_names}
+            rejected = column[OP].count(OP_REJECTED)
+            if rejected:
+                raise RejectedRecordsError(plan.table, rejected)
+            values = zip(*(column[c] for c in mirror.all_columns), strict=True)
+            changes = zip(column[OP], column[POS], values, strict=True)
+            signed = source.sign(changes, any(column[TRUNCATED]))
+            signed_frame(self.spark, mirror, batch.schema, arrow.schema, signed.rows)
+            self._apply_plan(plan, tables, signed.truncated, meta)
+            source.apply(
+                signed, seq
+            )  # synced, before the ledger commit (replay.sinks.delta_mirror)
+            master = plan.apply_statements(SIGNED_VIEW, SPARK)[-1]
+            if signed.truncated:  # the master's reset and merge in its one ledger commit
+                master = plan.overwrite_statement(SIGNED_VIEW, SPARK)
+            self._commit_master(plan.table, master, tables, seq, meta)
+        return self._committed(plan.table, meta)
+
+    def _apply_plan(
+        self, plan: IncrementalPlan, tables: Sequence[str], truncated: bool, meta: str
+    ) -> None:
+        """Every statement of the plan but the master's ledger MERGE, in the plan's order."""
 
         def run(statement: str) -> None:
             self.write(statement, tables)
 
         with session_confs(self.spark, {USER_METADATA: meta}):
-            if not self._has_commit(mirror.table):  # (IF NOT EXISTS costs a statement's analysis)
-                run(mirror.create_sql(_BATCH, SPARK))
-            if truncated:
-                run(mirror.clear_sql(SPARK))
-            signed = self.sql(mirror.signed_sql(_BATCH, SPARK), tables).localCheckpoint(eager=True)
-            signed.createOrReplaceTempView(_SIGNED)
-            *values, master = plan.create_statements(_SIGNED, SPARK)
+            *values, master = plan.create_statements(SIGNED_VIEW, SPARK)
             for statement in values:
                 run(statement)
         if not self._has_commit(plan.table):
             run(master)  # no metadata: the master's creation is not a ledger entry
-        *value_merges, master_merge = plan.apply_statements(_SIGNED, SPARK)
-        if truncated:  # the master's reset and merge in its one ledger commit (module doc)
-            master_merge = plan.overwrite_statement(_SIGNED, SPARK)
         with session_confs(self.spark, {USER_METADATA: meta}):
             resets = plan.reset_statements(SPARK)[1:] if truncated else []
-            for statement in [*resets, *value_merges]:
+            for statement in [*resets, *plan.apply_statements(SIGNED_VIEW, SPARK)[:-1]]:
                 run(statement)
-            run(mirror.merge_sql(_BATCH, SPARK))
-        self._commit_master(plan.table, master_merge, tables, seq, meta)
-        return self._committed(plan.table, meta)
 
     def _commit_master(
         self, table: str, statement: str, tables: Sequence[str], seq: int, meta: str

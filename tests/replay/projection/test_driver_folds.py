@@ -39,7 +39,11 @@ _OP = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 3), st.integers(0, 40)),
     st.tuples(st.just("truncate")),
 )
-SCD_WORKLOADS = st.lists(st.lists(_OP, min_size=1, max_size=8), min_size=1, max_size=3)
+SCD_WORKLOADS = st.lists(st.lists(_OP, min_size=1, max_size=8), min_size=1, max_size=3).filter(
+    lambda rounds: any(op[0] != "truncate" for ops in rounds for op in ops)
+)
+"""Workloads with a row change: a topic of truncates only has no schema yet, so no version is
+served (the engine waits for a row event)."""
 
 
 @pytest.fixture(autouse=True)
