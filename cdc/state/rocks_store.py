@@ -45,7 +45,9 @@ def _options() -> rocksdict.Options:
     table = rocksdict.BlockBasedOptions()
     table.set_bloom_filter(10, False)  # point gets of absent keys skip most SST files
     table.set_block_cache(rocksdict.Cache(_CACHE_BYTES))
-    table.set_cache_index_and_filter_blocks(True)  # memory stays bounded by the cache
+    # Index and filter blocks stay out of the cache (their memory grows with the data, ~1-2 %):
+    # in a cache smaller than the data, reads evict and reload a whole SST's index and filter
+    # (a point get 110-230 us against 3 us, 650 k keys in one 47 MB file).
     options.set_block_based_table_factory(table)
     return options
 

@@ -40,6 +40,7 @@ import shutil
 from collections.abc import Sequence
 from typing import Any
 
+from cdc.runtime.record_heap import cycle_collector_paused
 from cdc.streams.protocol import TopicPartition
 from projections import IncrementalPlan
 from projections.sql.merge_parts import merge_parts
@@ -166,18 +167,18 @@ class DeltaProjectionStore:
                 return None
             seq, meta = planned
             arrow = batch.toArrow()
-            column = {name: arrow.column(name).to_pylist() for name in arrow.column_names}
-            rejected = column[OP].count(OP_REJECTED)
-            if rejected:
-                raise RejectedRecordsError(plan.table, rejected)
-            values = zip(*(column[c] for c in mirror.all_columns), strict=True)
-            changes = zip(column[OP], column[POS], values, strict=True)
-            signed = source.sign(changes, any(column[TRUNCATED]))
-            signed_frame(self.spark, mirror, batch.schema, arrow.schema, signed.rows)
+            with cycle_collector_paused():  # many values held (cdc.runtime.record_heap)
+                column = {name: arrow.column(name).to_pylist() for name in arrow.column_names}
+                rejected = column[OP].count(OP_REJECTED)
+                if rejected:
+                    raise RejectedRecordsError(plan.table, rejected)
+                values = zip(*(column[c] for c in mirror.all_columns), strict=True)
+                changes = zip(column[OP], column[POS], values, strict=True)
+                signed = source.sign(changes, any(column[TRUNCATED]))
+                del column, values, changes
+                signed_frame(self.spark, mirror, batch.schema, arrow.schema, signed.rows)
             self._apply_plan(plan, tables, signed.truncated, meta)
-            source.apply(
-                signed, seq
-            )  # synced, before the ledger commit (replay.sinks.delta_mirror)
+            source.apply(signed, seq)  # synced, just before the ledger commit (module doc)
             master = plan.apply_statements(SIGNED_VIEW, SPARK)[-1]
             if signed.truncated:  # the master's reset and merge in its one ledger commit
                 master = plan.overwrite_statement(SIGNED_VIEW, SPARK)
