@@ -176,7 +176,9 @@ def open_mirror(spark: SparkSession, root: Path, master: str, mirror: MirrorSql)
     the master has none)."""
     path, master_dir = root / mirror.table, root / master
     legacy, staged = path.with_name(path.name + ".delta"), path.with_name(path.name + ".moving")
-    if legacy.is_dir() and not path.exists():  # a move cut short: start it again
+    if legacy.is_dir() and path.exists():  # moved, but not cleaned up
+        shutil.rmtree(legacy)
+    elif legacy.is_dir():  # a move cut short: start it again
         os.replace(legacy, path)
     if (path / "_delta_log").is_dir():
         shutil.rmtree(staged, ignore_errors=True)
