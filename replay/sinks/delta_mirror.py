@@ -111,8 +111,8 @@ class DeltaMirror:
         if held is None or held < seq or prior != seq:
             raise MirrorOutOfStepError(
                 f"the source mirror at {self.path} holds batch {held}, its projection batch "
-                f"{seq}: the mirror was changed outside the replicator; build the projection "
-                "again (a new version, or delete its tables)"
+                f"{seq}: the mirror was changed outside the replicator; rebuild the projection "
+                "(`replicator project ... --rebuild`: a new version beside it, then the swap)"
             )
         whole = self.store.get(_META, _WHOLE) == b"1"
         undo = {k: (None if v == _ABSENT else v) for k, v in self.store.scan(_UNDO)}
