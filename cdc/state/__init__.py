@@ -1,7 +1,12 @@
 """Local state of a processor: stores (memory, RocksDB), typed state tables and transactions."""
 
 from cdc.state.changes import CapturedChange, ChangeKind, Row
-from cdc.state.errors import CorruptStateStoreError, StateStoreError, StateTransactionError
+from cdc.state.errors import (
+    CorruptStateStoreError,
+    StateStoreBusyError,
+    StateStoreError,
+    StateTransactionError,
+)
 from cdc.state.protocol import StateStore, TableWrites
 from cdc.state.restore import apply_changelog_batch
 from cdc.state.stores import destroy_state_store, open_state_store
@@ -15,6 +20,7 @@ __all__ = [
     "CorruptStateStoreError",
     "Row",
     "StateStore",
+    "StateStoreBusyError",
     "StateStoreError",
     "StateTable",
     "StateTables",

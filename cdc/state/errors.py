@@ -10,6 +10,10 @@ class StateStoreError(UserError, RuntimeError):
     """A state store cannot be opened or used (bad URL, closed, in use by another process)."""
 
 
+class StateStoreBusyError(StateStoreError):
+    """The store's directory is open (locked) by another process, or another handle."""
+
+
 class CorruptStateStoreError(StateStoreError):
     """The store's directory is damaged, or is a RocksDB database that is not a state store.
 
@@ -48,5 +52,5 @@ def store_error(path: str, exc: BaseException, *, opening: bool = False) -> Stat
     if is_corruption(exc) or (opening and message.startswith("Invalid argument")):
         return CorruptStateStoreError(path, message)
     if "lock hold" in message or "While lock file" in message:
-        return StateStoreError(f"state store at {path} is open in another process: {message}")
+        return StateStoreBusyError(f"state store at {path} is open in another process: {message}")
     return StateStoreError(f"state store at {path}: {message}")

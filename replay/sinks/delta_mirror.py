@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cdc.state.errors import StateStoreError
+from cdc.state.errors import StateStoreBusyError, StateStoreError
 from cdc.state.rocks_store import RocksStateStore
 from projections.signed_rows import SIGN
 from replay.sinks.delta_log import read_ledger
@@ -54,7 +54,7 @@ class SignedChanges:
     and what it writes to the mirror."""
 
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    writes: dict[bytes, bytes | None] = field(default_factory=dict)
+    writes: dict[bytes, bytes] = field(default_factory=dict)
     undo: dict[bytes, bytes] = field(default_factory=dict)
     truncated: bool = False
 
@@ -82,8 +82,8 @@ class DeltaMirror:
             try:
                 self.store = RocksStateStore(str(path))
                 break
-            except StateStoreError as exc:
-                if "open in another process" not in str(exc) or time.monotonic() > deadline:
+            except StateStoreBusyError:
+                if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
 
@@ -164,7 +164,7 @@ class DeltaMirror:
     def load(self, column: dict[str, list[Any]], names: Sequence[str], seq: int) -> None:
         """Fill an empty mirror with rows (``names``, ``__pos``, ``__deleted``) as batch ``seq``."""
         rows = zip(*(column[c] for c in names), column[POS], column[DELETED], strict=True)
-        writes: dict[bytes, bytes | None] = {}
+        writes: dict[bytes, bytes] = {}
         for *values, pos, deleted in rows:
             writes[_key(values[: self.keys])] = pickle.dumps((pos, deleted, tuple(values)), 5)
         self.store.apply({_ROWS: writes, _META: {_SEQ: _raw(seq)}}, {})
@@ -186,7 +186,7 @@ def open_mirror(spark: SparkSession, root: Path, master: str, mirror: MirrorSql)
         kept = latest and read_ledger(
             mirror.table, path, latest_only=True, seq_at_most=latest[0].seq
         )
-        if latest and kept:
+        if kept:
             version = kept[-1].entry.version
             rows = spark.read.format("delta").option("versionAsOf", version).load(str(path))
             with DeltaMirror(staged, len(mirror.keys)) as moved:
@@ -198,7 +198,7 @@ def open_mirror(spark: SparkSession, root: Path, master: str, mirror: MirrorSql)
     return DeltaMirror(path, len(mirror.keys))
 
 
-def signed_frame(
+def register_signed_rows(
     spark: SparkSession, mirror: MirrorSql, schema: T.StructType, arrow: Any,
     rows: list[tuple[Any, ...]],
 ) -> None:  # fmt: skip

@@ -46,7 +46,7 @@ from projections import IncrementalPlan
 from projections.sql.merge_parts import merge_parts
 from projections.sql.syntax import SPARK
 from replay.sinks.delta_log import latest_version, read_ledger
-from replay.sinks.delta_mirror import SIGNED_VIEW, open_mirror, signed_frame
+from replay.sinks.delta_mirror import SIGNED_VIEW, open_mirror, register_signed_rows
 from replay.sinks.delta_rewrite import merge_result, rewrite_is_cheaper, sets_only
 from replay.sinks.delta_sink import (
     TXN_APP_ID,
@@ -176,19 +176,21 @@ class DeltaProjectionStore:
                 changes = zip(column[OP], column[POS], values, strict=True)
                 signed = source.sign(changes, any(column[TRUNCATED]))
                 del column, values, changes
-                signed_frame(self.spark, mirror, batch.schema, arrow.schema, signed.rows)
-            self._apply_plan(plan, tables, signed.truncated, meta)
+                register_signed_rows(self.spark, mirror, batch.schema, arrow.schema, signed.rows)
+            *value_merges, master = plan.apply_statements(SIGNED_VIEW, SPARK)
+            self._apply_plan(plan, tables, value_merges, signed.truncated, meta)
             source.apply(signed, seq)  # synced, just before the ledger commit (module doc)
-            master = plan.apply_statements(SIGNED_VIEW, SPARK)[-1]
             if signed.truncated:  # the master's reset and merge in its one ledger commit
                 master = plan.overwrite_statement(SIGNED_VIEW, SPARK)
             self._commit_master(plan.table, master, tables, seq, meta)
         return self._committed(plan.table, meta)
 
     def _apply_plan(
-        self, plan: IncrementalPlan, tables: Sequence[str], truncated: bool, meta: str
-    ) -> None:
-        """Every statement of the plan but the master's ledger MERGE, in the plan's order."""
+        self, plan: IncrementalPlan, tables: Sequence[str], value_merges: Sequence[str],
+        truncated: bool, meta: str,
+    ) -> None:  # fmt: skip
+        """Every statement of the plan but the master's ledger MERGE (``value_merges``: the
+        plan's merges before it), in the plan's order."""
 
         def run(statement: str) -> None:
             self.write(statement, tables)
@@ -201,7 +203,7 @@ class DeltaProjectionStore:
             run(master)  # no metadata: the master's creation is not a ledger entry
         with session_confs(self.spark, {USER_METADATA: meta}):
             resets = plan.reset_statements(SPARK)[1:] if truncated else []
-            for statement in [*resets, *plan.apply_statements(SIGNED_VIEW, SPARK)[:-1]]:
+            for statement in [*resets, *value_merges]:
                 run(statement)
 
     def _commit_master(

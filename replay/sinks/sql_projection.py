@@ -8,7 +8,8 @@ changes newer than the mirror's row: a change at or below the stored ``__pos`` i
 changes nothing. A delete leaves a tombstone (``__deleted``), so a late older upsert of the key
 cannot bring it back (as in the replay sinks). A truncate clears the mirror with the projection.
 
-The statements are written once in sqlglot's neutral dialect and rendered for DuckDB or Spark.
+The statements are written once in sqlglot's neutral dialect; the DuckDB sink runs them (a Delta
+projection signs its batches on the driver, by the same rules: :mod:`replay.sinks.delta_mirror`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from projections.signed_rows import SIGN
-from projections.sql.plan import SPARK_DIALECTS
 from projections.sql.syntax import quote, relation, render
 from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
 
@@ -59,9 +59,8 @@ class MirrorSql:
     def create_sql(self, batch: str, dialect: str) -> str:
         """Create the (empty) mirror, typed by the batch relation."""
         picked = ", ".join(quote(c) for c in (*self.all_columns, POS))
-        using = " USING DELTA" if dialect in SPARK_DIALECTS else ""
         return render(
-            f"CREATE TABLE IF NOT EXISTS {relation(self.table)}{using} AS SELECT {picked}, "
+            f"CREATE TABLE IF NOT EXISTS {relation(self.table)} AS SELECT {picked}, "
             f"FALSE AS {quote(DELETED)} FROM {relation(batch)} LIMIT 0",
             dialect,
         )

@@ -15,6 +15,7 @@ import pytest
 
 from cdc.state import (
     CorruptStateStoreError,
+    StateStoreBusyError,
     StateStoreError,
     destroy_state_store,
     open_state_store,
@@ -142,6 +143,7 @@ def test_a_store_in_use_is_not_called_corrupt(tmp_path: Path) -> None:
     store = open_state_store(f"rocksdb://{tmp_path}")
     with pytest.raises(StateStoreError, match="another process") as info:
         open_state_store(f"rocksdb://{tmp_path}")
+    assert isinstance(info.value, StateStoreBusyError)
     assert not isinstance(info.value, CorruptStateStoreError)
     store.close()
 
