@@ -3,7 +3,10 @@
 Per engine, in a fresh process (so peak RSS is its own): ``load`` inserts N keys (8-byte keys in
 random order, 100-byte values): a point get (a miss) then a put per key, 1000 writes per atomic
 apply with a checkpoint, each apply durable (fsync); ``update`` does the same for N random
-existing keys (hits); ``scan`` reads every row in key order. Engines: RocksDB (the real
+existing keys (hits); ``scan`` reads every row in key order; ``restart`` closes the engine,
+reopens it (a processor restarted over its state, larger than RocksDB's 64 MB block cache at
+1 M keys) and times point gets of random existing keys, the first lookups of a restarted
+processor. Engines: RocksDB (the real
 ``rocksdb://`` store of ``cdc.state``, also with ``?sync=false``), SQLite (WAL,
 synchronous=FULL, 64 MiB page cache) and DuckDB. RSS "open" is after the engine opened;
 "growth" is what the workload added on top (keys are computed, not held in lists).
@@ -31,6 +34,7 @@ from cdc.streams.protocol import TopicPartition
 TABLE = "bench"
 CHANGELOG = TopicPartition("changelog", 0)
 _PRIME = 2**61 - 1
+RESTART_GETS = 200_000
 
 
 class Engine(Protocol):
@@ -73,9 +77,10 @@ class SqlEngine:
 
             self.db = duckdb.connect(f"{directory}/state.duckdb")
             rowid = ""
-        self.db.execute(f"CREATE TABLE kv (t TEXT, k BLOB, v BLOB, PRIMARY KEY (t, k)){rowid}")
+        create = "CREATE TABLE IF NOT EXISTS"  # the restart phase opens the same files again
+        self.db.execute(f"{create} kv (t TEXT, k BLOB, v BLOB, PRIMARY KEY (t, k)){rowid}")
         self.db.execute(
-            "CREATE TABLE cp (topic TEXT, part INT, pos BIGINT, PRIMARY KEY (topic, part))"
+            f"{create} cp (topic TEXT, part INT, pos BIGINT, PRIMARY KEY (topic, part))"
         )
         self.kind = kind
 
@@ -135,6 +140,14 @@ def _pass(engine: Engine, indexes: Iterator[int], n: int, batch: int, start: int
     return n / (time.perf_counter() - began)
 
 
+def _gets(engine: Engine, rng: random.Random, n: int, count: int) -> float:
+    """Point gets of ``count`` random existing keys, per second (each must hit)."""
+    began = time.perf_counter()
+    for _ in range(count):
+        assert engine.get(_key(rng.randrange(n))) is not None
+    return count / (time.perf_counter() - began)
+
+
 def run_child(name: str, n: int, batch: int) -> dict[str, Any]:
     """Run the workload on one engine in this process (``n`` a multiple of ``batch``)."""
     rng = random.Random(42)
@@ -148,6 +161,11 @@ def run_child(name: str, n: int, batch: int) -> dict[str, Any]:
         rows = sum(1 for _ in engine.scan())
         result["scan_rows_s"] = rows / (time.perf_counter() - began)
         assert rows == n, (rows, n)
+        engine.close()
+        began = time.perf_counter()
+        engine = _engine(name, directory)
+        result["reopen_s"] = time.perf_counter() - began
+        result["restart_get_s"] = _gets(engine, rng, n, min(n, RESTART_GETS))
         engine.close()
         result["disk_mb"] = (
             sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(directory) for f in fs)
@@ -169,7 +187,8 @@ def main() -> None:
         return
     print(
         f"{'engine':15} {'n':>9} {'load op/s':>10} {'update op/s':>11} {'scan row/s':>11}"
-        f" {'RSS MB: peak':>12} {'open':>5} {'growth':>6} {'disk MB':>8}"
+        f" {'restart get/s':>13} {'reopen s':>8} {'RSS MB: peak':>12} {'open':>5}"
+        f" {'growth':>6} {'disk MB':>8}"
     )
     for name in args.engines:
         cmd = [
@@ -185,7 +204,8 @@ def main() -> None:
         r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
         print(
             f"{name:15} {r['n']:>9} {r['load_ops_s']:>10.0f} {r['update_ops_s']:>11.0f}"
-            f" {r['scan_rows_s']:>11.0f} {r['peak_rss_mb']:>12.0f} {r['rss_start_mb']:>5.0f}"
+            f" {r['scan_rows_s']:>11.0f} {r['restart_get_s']:>13.0f} {r['reopen_s']:>8.2f}"
+            f" {r['peak_rss_mb']:>12.0f} {r['rss_start_mb']:>5.0f}"
             f" {r['peak_rss_mb'] - r['rss_start_mb']:>6.0f} {r['disk_mb']:>8.0f}",
             flush=True,
         )
