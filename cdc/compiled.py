@@ -41,6 +41,13 @@ HOT_PATH = (
 )
 """Source files compiled by ``make compiled``, relative to the repository root."""
 
+NATIVE = (
+    "cdc/streams/local/native_frames.c",
+)  # fmt: skip
+"""C extension modules built beside them (``<stem>`` of the source is the module's name): code
+whose speed needs what mypyc cannot give, each with a Python twin that runs where it is not built
+and that tests hold it to."""
+
 GROUPS = {package: f"{package}.hot_path" for package in ("cdc", "replay")}
 """mypyc's group of each package's modules: its shared library is ``<package>/hot_path__mypyc.*.so``
 (a package's compiled code lives in its own directory)."""
@@ -57,12 +64,14 @@ def _extensions_of(source: Path) -> list[Path]:
 def built_files(root: Path = _ROOT) -> list[Path]:
     """Every file of a build: the compiled modules and each group's shared library."""
     shared = [group.replace(".", "/") + "__mypyc.py" for group in GROUPS.values()]
-    return [built for name in [*HOT_PATH, *shared] for built in _extensions_of(root / name)]
+    names = [*HOT_PATH, *NATIVE, *shared]
+    return [built for name in names for built in _extensions_of(root / name)]
 
 
 def compiled_modules(root: Path = _ROOT) -> list[str]:
-    """The hot-path sources that have a compiled module beside them."""
-    return [name for name in HOT_PATH if _extensions_of(root / name)]
+    """The hot-path sources (``HOT_PATH`` and ``NATIVE``) that have a compiled module beside
+    them."""
+    return [name for name in (*HOT_PATH, *NATIVE) if _extensions_of(root / name)]
 
 
 def stale_modules(root: Path = _ROOT) -> list[str]:
@@ -70,7 +79,7 @@ def stale_modules(root: Path = _ROOT) -> list[str]:
     compiled code, so tests refuse to start and the CLI warns until ``make compiled`` (or
     ``make pure``) is run."""
     stale = []
-    for name in HOT_PATH:
+    for name in (*HOT_PATH, *NATIVE):
         source = root / name
         built = _extensions_of(source)  # the first is the one imported
         if built and source.stat().st_mtime > built[0].stat().st_mtime:
@@ -84,5 +93,5 @@ def describe(root: Path = _ROOT) -> str:
     if not done:
         return "hot path: plain Python (make compiled builds it with mypyc)"
     stale = stale_modules(root)
-    state = f"{len(done)}/{len(HOT_PATH)} modules compiled with mypyc"
+    state = f"{len(done)}/{len(HOT_PATH) + len(NATIVE)} modules compiled (mypyc and C)"
     return f"hot path: {state}" + (f"; stale, rebuild with make compiled: {stale}" if stale else "")

@@ -20,9 +20,10 @@ pg_server() {
 for extra in "$@"; do
   case "$extra" in
     postgresql) pg_server || need+=(postgresql) ;;
-    # mypyc's build of the hot path (make compiled): a C compiler and the Python headers.
+    # mypyc's build of the hot path (make compiled): a C compiler, the Python and zlib headers.
     compiler)
       command -v cc >/dev/null || need+=(gcc)
+      [ -e /usr/include/zlib.h ] || need+=(zlib1g-dev)
       python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' || need+=(python3-dev) ;;
   esac
 done

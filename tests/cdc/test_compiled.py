@@ -47,9 +47,9 @@ def test_plain_python_is_never_stale(tmp_path: Path) -> None:
     reason="the hot path is not compiled in this checkout (CDC_PURE_PYTHON=1 or no make compiled)",
 )
 def test_the_whole_hot_path_is_compiled_and_imported_as_such() -> None:
-    assert compiled.compiled_modules() == list(compiled.HOT_PATH)
-    for name in compiled.HOT_PATH:
-        module = importlib.import_module(name.removesuffix(".py").replace("/", "."))
+    assert compiled.compiled_modules() == [*compiled.HOT_PATH, *compiled.NATIVE]
+    for name in (*compiled.HOT_PATH, *compiled.NATIVE):
+        module = importlib.import_module(name.rsplit(".", 1)[0].replace("/", "."))
         assert module.__file__ is not None and module.__file__.endswith(SUFFIX), name
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 import os
-from functools import partial
 
 from cdc.streams.local.errors import CorruptLogError
 from cdc.streams.local.frames import (
@@ -19,8 +18,7 @@ from cdc.streams.local.frames import (
     HEADER_SIZE,
     NEED_MORE,
     FrameError,
-    RecordBuilder,
-    decode_frames,
+    decode_records,
     frame_length_at,
     scan_frames,
 )
@@ -53,7 +51,6 @@ class PartitionCursor:
         self.topic = topic
         self.partition = partition
         self.position = position
-        self._build: RecordBuilder[StreamRecord] = partial(_new_record, topic, partition)
         self._fd = -1
         self._base = -1
         self._bases: list[int] = []
@@ -87,9 +84,10 @@ class PartitionCursor:
                 rel = 0
             before = len(out)
             try:
-                used, nxt, status = decode_frames(
-                    self._buf, rel, len(self._buf), self.position, stop, max_n - n, self._build, out
-                )
+                used, nxt, status = decode_records(
+                    self._buf, rel, len(self._buf), self.position, stop, max_n - n,
+                    self.topic, self.partition, out,
+                )  # fmt: skip
             except FrameError as e:
                 raise self._corrupt(e.reason, e.offset, self._buf_start + e.position) from None
             n += len(out) - before
@@ -197,17 +195,6 @@ class PartitionCursor:
             os.close(self._fd)
         self._fd = -1
         self._buf = b""
-
-
-def _new_record(
-    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
-    timestamp_ms: int, headers: tuple[tuple[str, bytes], ...],
-) -> StreamRecord:  # fmt: skip
-    """``StreamRecord(...)`` without the named tuple's ``__new__``, a Python function that
-    costs more than the tuple (as the Kafka reader builds its records)."""
-    return tuple.__new__(
-        StreamRecord, (topic, partition, offset, key, value, timestamp_ms, headers)
-    )
 
 
 def _committed_segments(directory: str, view: PartitionState) -> list[int]:

@@ -15,10 +15,14 @@ Frame layout (all integers little-endian)::
 
 from __future__ import annotations
 
+import importlib
 import struct
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import NamedTuple, TypeVar
+
+from cdc.streams.protocol import StreamRecord
 
 MAGIC = 1
 HEADER = struct.Struct("<IIBqqiiH")
@@ -40,6 +44,27 @@ STOPPED = 1
 """Decoding stopped at the first frame whose offset is >= the stop offset."""
 FULL = 2
 """Decoding stopped after ``max_records`` records."""
+
+
+NativeDecoder = Callable[
+    [bytes, int, int, int, int, int, str, int, type[StreamRecord], list[StreamRecord]],
+    tuple[int, int, int, tuple[int, str, int | None] | None],
+]
+"""``native_frames.decode_records``: ``decode_records`` with a record type, returning the damage
+(position, reason, offset) it found instead of raising."""
+
+
+def _native_decoder() -> NativeDecoder | None:
+    try:  # native_frames.c, built by `make compiled`
+        module = importlib.import_module("cdc.streams.local.native_frames")
+    except ImportError:
+        return None
+    decoder: NativeDecoder = module.decode_records
+    return decoder
+
+
+native_decode_records = _native_decoder()
+"""The C decoder, None where it is not built (then records decode in Python)."""
 
 
 class FrameError(Exception):
@@ -145,6 +170,44 @@ def decode_frames(
             next_offset = offset + 1
         pos = frame_end
     return pos, next_offset, FULL
+
+
+def decode_records(
+    buf: bytes, pos: int, end: int, min_offset: int, stop_offset: int, max_records: int,
+    topic: str, partition: int, out: list[StreamRecord],
+) -> tuple[int, int, int]:  # fmt: skip
+    """``decode_frames`` into ``StreamRecord``s of ``topic`` and ``partition``: in C
+    (``native_frames.c``) where it is built, else ``python_decode_records``."""
+    if native_decode_records is None:
+        return python_decode_records(
+            buf, pos, end, min_offset, stop_offset, max_records, topic, partition, out
+        )
+    position, next_offset, status, error = native_decode_records(
+        buf, pos, end, min_offset, stop_offset, max_records, topic, partition, StreamRecord, out
+    )
+    if error is not None:
+        raise FrameError(*error)
+    return position, next_offset, status
+
+
+def python_decode_records(
+    buf: bytes, pos: int, end: int, min_offset: int, stop_offset: int, max_records: int,
+    topic: str, partition: int, out: list[StreamRecord],
+) -> tuple[int, int, int]:  # fmt: skip
+    """``decode_records`` in Python: ``decode_frames`` with a record builder."""
+    build = partial(_new_record, topic, partition)
+    return decode_frames(buf, pos, end, min_offset, stop_offset, max_records, build, out)
+
+
+def _new_record(
+    topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
+    timestamp_ms: int, headers: Headers,
+) -> StreamRecord:  # fmt: skip
+    """``StreamRecord(...)`` without the named tuple's ``__new__``, a Python function that
+    costs more than the tuple (as the Kafka reader builds its records)."""
+    return tuple.__new__(
+        StreamRecord, (topic, partition, offset, key, value, timestamp_ms, headers)
+    )
 
 
 def _decode_headers(buf: bytes, p: int, count: int, frame_end: int) -> tuple[Headers, int]:
