@@ -1,14 +1,15 @@
 """Where a full rebuild spends its time, per Spark job, on a cold and then a warm JVM.
 
     .venv/bin/python -m bench.replay.profile_jobs [--events 1000000] [--keys 100000] [--sink duckdb]
-        [--stream kafka|local] [--cprofile]
+        [--stream kafka|local] [--cprofile] [--ab KEY=VALUE]
 
 Starts a broker, produces the benchmark changelog (``bench.replay.changelog``), and runs the same
 ``ReplayEngine`` rebuild ``--runs`` times in one SparkSession, each into a fresh table. After each
 run it prints the run's wall time and every Spark job it ran (start within the run, wall time,
 its tasks' run, CPU and GC seconds, stages, tasks, call site), read from Spark's REST API; the
 time in which no job ran is the driver's (plan, schema, sink load); ``--cprofile`` shows where
-the driver's Python spends the first run.
+the driver's Python spends the first run. ``--ab KEY=VALUE`` sets a session conf in every other
+run (the first runs without it), an A/B in one session and on one copy of the topic.
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ def main() -> None:
         action="store_true",
         help="profile the driver's Python in the first run (cumulative times, the 40 highest)",
     )
+    parser.add_argument(
+        "--ab", metavar="KEY=VALUE",
+        help="a session conf set in runs 1, 3, 5, ... and unset in runs 0, 2, 4, ...",
+    )  # fmt: skip
     args = parser.parse_args()
+    ab_key, _, ab_value = (args.ab or "").partition("=")
     work = Path(tempfile.mkdtemp(prefix="bench-profile-jobs-"))
     broker = LocalKafkaBroker(work / "broker", heap="2g")
     try:
@@ -112,6 +118,11 @@ def main() -> None:
             seen = {j["jobId"] for j in _jobs(ui, app)}
             started, wall = time.monotonic(), time.time()
             job = ReplayJob((TOPIC,), declared={TOPIC: declared_spec()})
+            if ab_key:
+                if run % 2:
+                    spark.conf.set(ab_key, ab_value)
+                else:
+                    spark.conf.unset(ab_key)
             profiler = cProfile.Profile() if args.cprofile and run == 0 else None
             if profiler is not None:
                 profiler.enable()
@@ -122,7 +133,8 @@ def main() -> None:
                 pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
             jobs = [j for j in _jobs(ui, app) if j["jobId"] not in seen]
             in_jobs = _busy(jobs)
-            print(f"run {run}: {took:.1f} s ({result.mode}), {len(jobs)} Spark jobs "
+            label = f" [{args.ab if run % 2 else 'default'}]" if ab_key else ""
+            print(f"run {run}{label}: {took:.1f} s ({result.mode}), {len(jobs)} Spark jobs "
                   f"busy {in_jobs:.1f} s, none running {took - in_jobs:.1f} s")  # fmt: skip
             stage_times = _stage_times(ui, app)
             for j in jobs:
