@@ -13,7 +13,7 @@ PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist loadfile
 
 # The processor's hot path, compiled with mypyc (cdc/compiled.py lists it); CDC_PURE_PYTHON=1
 # removes the compiled modules instead, so the same sources run as plain Python.
-HOT_PATH := $(shell sed -n 's/^    "\([a-z_/]*\.[pyc]*\)",$$/\1/p' cdc/compiled.py)
+HOT_PATH := $(shell sed -n 's/^    "\([a-z_/]*\.\(py\|c\)\)",$$/\1/p' cdc/compiled.py)
 COMPILED := $(VENV)/.compiled
 SYSTEM_NEEDS := postgresql compiler
 ifeq ($(CDC_PURE_PYTHON),1)

@@ -34,13 +34,6 @@ static uint64_t u64_at(const unsigned char *p) {
 
 static uint16_t u16_at(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
-/* The result tuple: (position, next_offset, status, error). */
-static PyObject *result(Py_ssize_t pos, long long next_offset, int status, PyObject *error) {
-    if (error == NULL) return Py_BuildValue("(nLiO)", pos, next_offset, status, Py_None);
-    PyObject *out = Py_BuildValue("(nLiN)", pos, next_offset, status, error);
-    return out;
-}
-
 static PyObject *damage(Py_ssize_t pos, const char *reason, int has_offset, long long offset) {
     if (has_offset) return Py_BuildValue("(nsL)", pos, reason, offset);
     return Py_BuildValue("(nsO)", pos, reason, Py_None);
@@ -179,7 +172,8 @@ static PyObject *decode_records(PyObject *Py_UNUSED(self), PyObject *args) {
         pos = frame_end;
     }
     if (error == NULL && PyErr_Occurred()) goto done;
-    ret = result(pos, next_offset, error ? FULL : status, error);
+    if (error == NULL) ret = Py_BuildValue("(nLiO)", pos, next_offset, status, Py_None);
+    else ret = Py_BuildValue("(nLiN)", pos, next_offset, status, error);
 done:
     PyBuffer_Release(&view);
     return ret;

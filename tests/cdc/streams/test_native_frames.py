@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cdc import compiled
 from cdc.streams.local import frames
 from cdc.streams.local.frames import FrameError, Headers, encode_frame, python_decode_records
 from cdc.streams.protocol import StreamRecord
@@ -54,10 +53,6 @@ def _forged(offset: int, klen: int, vlen: int, hcount: int, body: bytes) -> byte
     """A frame whose length fields say what they like, with a valid CRC."""
     tail = struct.pack("<BqqiiH", 1, offset, 7, klen, vlen, hcount) + body
     return struct.pack("<II", len(tail), zlib.crc32(tail)) + tail
-
-
-def test_the_built_module_is_the_one_in_use() -> None:
-    assert "cdc/streams/local/native_frames.c" in compiled.compiled_modules()
 
 
 @given(st.lists(rows, max_size=25), st.integers(0, 30), st.integers(0, 30), st.integers(0, 30))
