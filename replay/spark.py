@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from cdc.runtime import jars
-from replay import class_archive
+from replay import class_archive, driver_jit
 
 __all__ = [
     "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError", "PySparkException", "SparkSession",
@@ -100,10 +100,10 @@ def spark_session(
     log4j = jars.cache_dir() / "spark-log4j2.properties"
     log4j.parent.mkdir(parents=True, exist_ok=True)
     log4j.write_text(_LOG4J2)
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     extra_java = os.environ.get("REPLICATOR_JAVA_OPTIONS", "").strip()
-    java_opts = f"{java_opts} {extra_java}" if extra_java else java_opts
-    driver_opts = " ".join([java_opts, *class_archive.driver_options(archive)])
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} {extra_java}".rstrip()
+    jit = driver_jit.driver_jit_options()  # before the user's options, which then win
+    driver_opts = " ".join([*jit, java_opts, *class_archive.driver_options(archive)])
     builder = (
         SparkSession.builder.master(chosen)
         .appName(app_name)

@@ -7,7 +7,9 @@ Starts a broker, produces the benchmark changelog (``bench.replay.changelog``), 
 ``ReplayEngine`` rebuild ``--runs`` times in one SparkSession, each into a fresh table. After each
 run it prints the run's wall time and every Spark job it ran (start within the run, wall time,
 its tasks' run, CPU and GC seconds, stages, tasks, call site), read from Spark's REST API; the
-time in which no job ran is the driver's (plan, schema, sink load); ``--cprofile`` shows where
+time in which no job ran is the driver's (plan, schema, sink load); the JVM's own work in the run
+(``jvm:``, from its management beans): the JIT compilers' time (a cold JVM's main cost on two
+cores) and the collectors'; ``--cprofile`` shows where
 the driver's Python spends the first run. ``--ab KEY=VALUE`` sets a session conf in every other
 run (the first runs without it), an A/B in one session and on one copy of the topic.
 """
@@ -31,7 +33,7 @@ from bench.replay.spark_worker import local_copy
 from cdc.runtime.broker import LocalKafkaBroker
 from cdc.streams.registry import open_stream
 from replay.sinks.registry import open_sink
-from replay.spark import spark_session
+from replay.spark import SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
 
 
@@ -77,6 +79,23 @@ def _busy(jobs: list[dict[str, Any]]) -> float:
     return busy
 
 
+class JvmWork:
+    """The driver JVM's JIT compilation time (summed over its compiler threads) and collection
+    time, from its management beans."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        factory = jvm.java.lang.management.ManagementFactory
+        self._jit = factory.getCompilationMXBean()
+        self._gcs = list(factory.getGarbageCollectorMXBeans())
+
+    def seconds(self) -> tuple[float, float]:
+        """(JIT s, GC s) since the JVM started."""
+        jit = self._jit.getTotalCompilationTime() / 1e3
+        return jit, sum(bean.getCollectionTime() for bean in self._gcs) / 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -106,7 +125,10 @@ def main() -> None:
         produce(bootstrap, args.events, args.keys, args.partitions)
         t0 = time.monotonic()
         spark = spark_session(conf={"spark.ui.enabled": "true"})
-        print(f"session start: {time.monotonic() - t0:.2f} s", flush=True)
+        jvm = JvmWork(spark)
+        jit, gc = jvm.seconds()
+        print(f"session start: {time.monotonic() - t0:.2f} s (jvm: JIT {jit:.1f} s, GC {gc:.1f} s)",
+              flush=True)  # fmt: skip
         ui, app = spark.sparkContext.uiWebUrl or "", spark.sparkContext.applicationId
         stream_url = f"kafka://{bootstrap}"
         if args.stream == "local":
@@ -116,7 +138,7 @@ def main() -> None:
             suffix = ".duckdb" if args.sink == "duckdb" else ""
             sink = open_sink(f"{args.sink}://{work}/out{run}{suffix}", spark)
             seen = {j["jobId"] for j in _jobs(ui, app)}
-            started, wall = time.monotonic(), time.time()
+            started, wall, (jit, gc) = time.monotonic(), time.time(), jvm.seconds()
             job = ReplayJob((TOPIC,), declared={TOPIC: declared_spec()})
             if ab_key:
                 if run % 2:
@@ -128,6 +150,7 @@ def main() -> None:
                 profiler.enable()
             (result,) = ReplayEngine(spark, stream, sink).run(job)
             took = time.monotonic() - started
+            jit_after, gc_after = jvm.seconds()
             if profiler is not None:
                 profiler.disable()
                 pstats.Stats(profiler).sort_stats("cumulative").print_stats(40)
@@ -135,7 +158,8 @@ def main() -> None:
             in_jobs = _busy(jobs)
             label = f" [{args.ab if run % 2 else 'default'}]" if ab_key else ""
             print(f"run {run}{label}: {took:.1f} s ({result.mode}), {len(jobs)} Spark jobs "
-                  f"busy {in_jobs:.1f} s, none running {took - in_jobs:.1f} s")  # fmt: skip
+                  f"busy {in_jobs:.1f} s, none running {took - in_jobs:.1f} s; jvm: JIT "
+                  f"{jit_after - jit:.1f} s, GC {gc_after - gc:.1f} s")  # fmt: skip
             stage_times = _stage_times(ui, app)
             for j in jobs:
                 run_s, cpu_s, gc_s = (sum(stage_times.get(int(i), (0.0, 0.0, 0.0))[n]
