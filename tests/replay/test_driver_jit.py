@@ -7,6 +7,8 @@ from typing import Any
 
 from replay.driver_jit import QUICK_JIT, SMALL_MACHINE_CORES, driver_jit_options, usable_cores
 
+INLINING_LESS = {"InlineSmallCode": "1000", "FreqInlineSize": "100"}
+
 
 def test_a_small_machine_inlines_less_and_a_large_one_keeps_the_defaults() -> None:
     assert driver_jit_options(2) == list(QUICK_JIT)
@@ -22,10 +24,8 @@ def test_the_sessions_jvm_runs_with_the_options_of_this_machine(spark: Any) -> N
     hotspot = factory.getPlatformMXBean(
         jvm.com.sun.management.HotSpotDiagnosticMXBean._java_lang_class
     )
-    effective = {
-        name: hotspot.getVMOption(name).getValue() for name in ("InlineSmallCode", "FreqInlineSize")
-    }
+    effective = {name: hotspot.getVMOption(name).getValue() for name in INLINING_LESS}
     if driver_jit_options():
-        assert effective == {"InlineSmallCode": "1000", "FreqInlineSize": "100"}
+        assert effective == INLINING_LESS
     else:  # HotSpot's own choice, whatever this JVM's defaults are
-        assert effective != {"InlineSmallCode": "1000", "FreqInlineSize": "100"}
+        assert effective != INLINING_LESS
