@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.live_readers import PROJECTION, _row
 from bench.replay.follow_latency import fresh_stream
-from bench.replay.profile_jobs import _jobs, _seconds
+from bench.replay.profile_jobs import _jobs, _seconds, _stage_times
 from bench.replay.round_phases import PhaseTimers
 from cdc.streams.protocol import EventStream
 from projections import SqlProjection
@@ -104,9 +104,13 @@ def _profile(stream: EventStream, args: argparse.Namespace, work: Path) -> None:
               f"{len(jobs)} Spark jobs {in_jobs:.2f} s, "
               f"outside them {took - in_jobs:.2f} s; {_compiled(spark) - compiled} "
               "classes generated")  # fmt: skip
+        stage_times = _stage_times(ui, app)
         for j in jobs:
+            run, cpu = (sum(stage_times.get(i, (0.0, 0.0, 0.0))[n] for i in j["stageIds"])
+                        for n in range(2))  # fmt: skip
             print(f"  job {j['jobId']:>4} {_seconds(j):6.2f} s  tasks {j['numTasks']:>4}"
-                  f"  {(j.get('description') or j['name'])[:100]}")  # fmt: skip
+                  f"  run {run:5.2f} s  cpu {cpu:5.2f} s"
+                  f"  {(j.get('description') or j['name'])[:80]}")  # fmt: skip
     if profiler is not None:
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
     if phases is not None:

@@ -1,8 +1,9 @@
 """Raw change records to typed change rows, decoded on the JVM with ``from_json``.
 
 ``decode_native(records, schema)`` reads the RAW_SCHEMA columns of ``replay.reading.sources``
-and returns ``Decoded(good, bad)``. ``good`` holds one row per change event: the table's columns
-(decoded types, see ``connect_types``) and
+(with ``VALUE_HEAD`` where a driver read cut the values' schema text: a rejected record shows its
+value whole again) and returns ``Decoded(good, bad)``. ``good`` holds one row per change
+event: the table's columns (decoded types, see ``connect_types``) and
 
 - ``__op``: ``u`` (c/u/r), ``d`` (delete: the ``before`` image, key columns filled from the
   record key), or ``t`` (truncate: null columns); logical messages (``m``) are left out (the
@@ -46,6 +47,7 @@ from replay.decode.expressions import (
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import aligned, schema_hash
 from replay.expression_cache import ExpressionCache
+from replay.reading.sources import VALUE_HEAD, joined_value, whole_value
 from replay.sinks.protocol import OP, POS
 from replay.spark import Column, ColumnList, DataFrame, F, T
 
@@ -87,12 +89,18 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     topic only the Python path reads (``schema.native`` false)."""
     if not schema.native:
         raise UnsupportedSchema("flat rows (ExtractNewRecordState) decode on the Python path")
-    if schema.versions:
+    cut = VALUE_HEAD in records.columns  # values handed over without their schema text
+    if schema.versions:  # told apart by their schema text
+        if cut:
+            records = records.withColumn("value", whole_value(records)).drop(VALUE_HEAD)
         return _decode_versions(records, schema, carry)
-    plan = _plans.get(schema, tuple(carry), lambda: _NativePlan.of(schema, tuple(carry)))
+    own = (*carry, VALUE_HEAD) if cut else tuple(carry)
+    plan = _plans.get(schema, own, lambda: _NativePlan.of(schema, own))
     parsed = plan.parsed.select_from(records.where(plan.present))
     converted = plan.converted.select_from(plan.envelope.select_from(parsed.where(plan.keep)))
     decoded = plan.decoded.select_from(converted)
+    if cut:
+        return Decoded(decoded.withColumn(VALUE, plan.kept_whole).drop(VALUE_HEAD), schema)
     return Decoded(decoded.withColumn(VALUE, plan.kept), schema)
 
 
@@ -107,6 +115,7 @@ class _NativePlan:
     converted: ColumnList
     decoded: ColumnList
     kept: Column
+    kept_whole: Column
 
     @classmethod
     def of(cls, schema: TopicSchema, carry: tuple[str, ...]) -> _NativePlan:
@@ -122,6 +131,7 @@ class _NativePlan:
             # The raw value only where the record is rejected (``bad`` shows it): a persisted
             # decode then holds the decoded row, not a second copy of every record's bytes.
             F.when(F.col(ERROR).isNotNull(), F.col(VALUE)),
+            F.when(F.col(ERROR).isNotNull(), joined_value(F.col(VALUE), F.col(VALUE_HEAD))),
         )
 
 

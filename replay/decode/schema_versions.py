@@ -28,6 +28,7 @@ from cdc.errors import UserError
 from replay.decode.connect_types import UnsupportedSchema
 from replay.decode.schema import ColumnSpec, TopicSchema, remember
 from replay.decode.version_scan import SchemaVersion, find_versions, schema_hash
+from replay.reading.sources import whole_value
 from replay.spark import Column, DataFrame, F, SparkSession, T, quoted_name
 
 
@@ -55,7 +56,8 @@ def schema_in_range(
     versions = find_versions(records, base, numeric_decimals=numeric, rows=rows)
     before = None
     if up_to_cut is not None and len(versions) > 1:
-        seen = up_to_cut().select(schema_hash(F.col("value")).alias("h")).distinct().collect()
+        upto = up_to_cut()
+        seen = upto.select(schema_hash(whole_value(upto)).alias("h")).distinct().collect()
         before = frozenset(int(row["h"]) for row in seen)
     return versioned_schema(topic, base, versions, allow_rewrite=allow_rewrite, before=before)
 

@@ -24,6 +24,7 @@ from typing import Any
 from cdc.events.json_text import loads
 from replay.decode.schema import TopicSchema, remember, value_prefix
 from replay.decode.xxhash64 import xxhash64
+from replay.reading.sources import whole_value
 from replay.spark import Column, DataFrame, F
 
 _HEAD = '{"schema":'
@@ -80,14 +81,12 @@ def find_versions(
     ``records`` is not called: handing the rows to Spark costs about a second per 100,000)."""
     found = None if rows is None else _scan_rows(rows)
     if found is None:
-        hashed = (
-            records()
-            .where(F.col("value").isNotNull())
-            .select(
-                schema_hash(F.col("value")).alias("h"),
-                F.struct("timestamp_ms", "partition", "offset").alias("at"),
-                F.col("value"),
-            )
+        frame = records()
+        whole = whole_value(frame)
+        hashed = frame.where(whole.isNotNull()).select(
+            schema_hash(whole).alias("h"),
+            F.struct("timestamp_ms", "partition", "offset").alias("at"),
+            whole.alias("value"),
         )
         aggregated = (
             hashed.where(F.col("h") != 0)

@@ -202,7 +202,7 @@ class ProjectionEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         """Apply one batch; ``truncates``: the batch's, when the run found them already."""
         plan, mirror = self.sql_plan(job)
-        records = read_records(self.spark, self.stream.url, batch)
+        records = read_records(self.spark, self.stream.url, batch, cut_prefix=schema.value_prefix)
         rows = driver_rows(self.stream.url, batch)
         # Each record decodes by its own schema.
         schema = schema_in_range(job.topic, lambda: records, schema, rows=rows)
@@ -278,7 +278,7 @@ class ProjectionEngine:
 
     def _decoded(self, schema: TopicSchema, plan: ReplayPlan) -> tuple[list[dict[str, Any]], Any]:
         """Every change of ``plan`` as dicts (table columns, ``__op``, ``__pos``), in order."""
-        records = read_records(self.spark, self.stream.url, plan)
+        records = read_records(self.spark, self.stream.url, plan, cut_prefix=schema.value_prefix)
         local = driver_rows(self.stream.url, plan)
         schema = schema_in_range(plan.ranges[0].tp.topic, lambda: records, schema, rows=local)
         decoded = decode_native(records, schema)

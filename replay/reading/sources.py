@@ -10,7 +10,9 @@ job in consumer set-up and task scheduling, which a replay of a thousand changes
 each of its jobs, and it reads the stream once per job where the driver reads it once per plan.
 A read of many records is handed over spread over the cores (``local_frame``), since Spark's
 optimizer evaluates the operators over a small hand-off (a local relation) on the driver,
-interpreted.
+interpreted. A decoder's read hands Connect-JSON values over without the schema text they
+repeat (``cut_prefix``, ``VALUE_HEAD``, ``whole_value``): a 25,000-change ``--follow`` round
+into Delta ~0.6 s shorter on two cores.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from cdc.streams.registry import open_stream
 from replay.reading.kafka_options import java_client_options
 from replay.reading.plan import PartitionRange, ReplayPlan
-from replay.spark import DataFrame, F, SparkSession, T, local_frame
+from replay.spark import Column, DataFrame, F, SparkSession, T, local_frame
 
 RAW_SCHEMA = T.StructType(
     [
@@ -39,16 +41,29 @@ RAW_SCHEMA = T.StructType(
         T.StructField("timestamp_ms", T.LongType(), False),
     ]
 )
+VALUE_HEAD = "__value_head"
+"""A column of a frame ``read_records`` handed over with ``cut_prefix``: the text cut off the
+front of ``value`` (null where nothing was); ``whole_value`` joins the two again."""
+_PAYLOAD_OPENING = b'{"payload":'  # what a cut value starts with instead of its schema text
+_CUT_SCHEMA = T.StructType([*RAW_SCHEMA.fields, T.StructField("__cut", T.BooleanType(), True)])
 _last_read: tuple[Any, float, list[tuple[Any, ...]] | None] | None = None
-_last_frame: tuple[list[tuple[Any, ...]], SparkSession, DataFrame] | None = None
+_last_frame: tuple[list[tuple[Any, ...]], SparkSession, str | None, DataFrame] | None = None
 _REUSE_S = 30.0
 _SPREAD_ROWS, _SPREAD_BYTES = 20_000, 16 << 20
 """From this many records, or values of this many bytes, a driver read is handed to Spark spread
 over the cores (``local_frame``): decoded by a job, not interpreted by the optimizer."""
 
 
-def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> DataFrame:
-    """The committed records in the plan's ranges (empty ranges are skipped)."""
+def read_records(
+    spark: SparkSession, stream_url: str, plan: ReplayPlan, *, cut_prefix: str | None = None
+) -> DataFrame:
+    """The committed records in the plan's ranges (empty ranges are skipped).
+
+    ``cut_prefix``: the schema text of JsonConverter's layout (``{"schema":...,"payload":``) a
+    decoder skips anyway (``replay.decode.schema.value_prefix``). A driver read then hands the
+    values that start with it over without it (``{"payload":...``, ~5x smaller for a typical
+    Debezium table) and adds ``VALUE_HEAD``; only for a reader that restores what it shows of
+    a value (``whole_value``), as the decoder does for a rejected record."""
     ranges = [r for r in plan.ranges if r.span > 0]
     if not ranges:
         return spark.createDataFrame([], RAW_SCHEMA)
@@ -57,10 +72,12 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
         global _last_frame
         # The same read's frame again (each job of a round asks): handing 10,000 records to
         # the JVM costs ~0.15 s each time.
-        if _last_frame is None or _last_frame[0] is not local or _last_frame[1] is not spark:
+        last = _last_frame
+        if last is None or last[0] is not local or last[1] is not spark or last[2] != cut_prefix:
             spread = spark.sparkContext.defaultParallelism if _worth_spreading(local) else 0
-            _last_frame = (local, spark, local_frame(spark, local, RAW_SCHEMA, spread=spread))
-        return _last_frame[2]
+            frame = _handed_over(spark, local, cut_prefix, spread)
+            _last_frame = last = (local, spark, cut_prefix, frame)
+        return last[3]
     parts = urlsplit(stream_url)
     scheme = parts.scheme
     if scheme == "kafka":
@@ -71,6 +88,37 @@ def read_records(spark: SparkSession, stream_url: str, plan: ReplayPlan) -> Data
 
         return local_log_records(spark, stream_url, ranges)
     raise ValueError(f"no Spark source for stream {stream_url!r} (kafka:// or local://)")
+
+
+def _handed_over(
+    spark: SparkSession, rows: list[tuple[Any, ...]], cut_prefix: str | None, spread: int
+) -> DataFrame:
+    if not cut_prefix:
+        return local_frame(spark, rows, RAW_SCHEMA, spread=spread)
+    head = cut_prefix.encode()
+    skip = len(head)
+    cut = [
+        (t, p, o, k, _PAYLOAD_OPENING + v[skip:], ms, True)
+        if v is not None and v.startswith(head)
+        else (t, p, o, k, v, ms, None)
+        for t, p, o, k, v, ms in rows
+    ]
+    frame = local_frame(spark, cut, _CUT_SCHEMA, spread=spread)
+    restore = F.when(F.col("__cut"), F.lit(bytearray(head))).alias(VALUE_HEAD)
+    return frame.select(*RAW_SCHEMA.fieldNames(), restore)
+
+
+def joined_value(value: Column, head: Column) -> Column:
+    """A value as the stream holds it, from a cut one and its ``VALUE_HEAD``."""
+    rest = F.substring(value, len(_PAYLOAD_OPENING) + 1, 2**31 - 1)
+    return F.when(head.isNull(), value).otherwise(F.concat(head, rest))
+
+
+def whole_value(records: DataFrame) -> Column:
+    """The ``value`` column of ``read_records``'s frame as the stream holds it."""
+    if VALUE_HEAD not in records.columns:
+        return F.col("value")
+    return joined_value(F.col("value"), F.col(VALUE_HEAD))
 
 
 def _worth_spreading(rows: list[tuple[Any, ...]]) -> bool:

@@ -60,7 +60,7 @@ def find_truncates(
     local = driver_rows(stream_url, plan)  # a small plan's records are at hand: no Spark job
     if local is not None and not any(r[3] is None or r[3] in TRUNCATE_KEYS for r in local):
         return []
-    records = read_records(spark, stream_url, plan)
+    records = read_records(spark, stream_url, plan, cut_prefix=schema.value_prefix)
     candidates = records.where(is_truncate_candidate(F.col("key")))
     found = decode_native(candidates, schema).good.where(F.col(OP) == OP_TRUNCATE)
     topic = plan.ranges[0].tp.topic if plan.ranges else ""

@@ -263,7 +263,7 @@ class ReplayEngine:
         self, job: ReplayJob, spec: TableSpec, schema: TopicSchema, batch: ReplayPlan,
         result: TopicResult, truncates: Sequence[Truncate] | None,
     ) -> LedgerEntry | None:  # fmt: skip
-        records = read_records(self.spark, self.stream.url, batch)
+        records = read_records(self.spark, self.stream.url, batch, cut_prefix=schema.value_prefix)
         cut = job.stop if job.stop.is_source_position else None
         decoded = decode_native(records, schema)
         # A batch the driver read is decoded by the write's own job (``marked_batch``), again

@@ -12,7 +12,15 @@ from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan
-from replay.reading.sources import driver_rows, read_by_driver, read_ranges, read_records
+from replay.reading.sources import (
+    RAW_SCHEMA,
+    VALUE_HEAD,
+    driver_rows,
+    read_by_driver,
+    read_ranges,
+    read_records,
+    whole_value,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -125,6 +133,49 @@ def test_many_records_are_handed_over_spread_over_the_cores(
     cores, rows = spark.sparkContext.defaultParallelism, len(driver_rows(stream.url, plan) or [])
     assert shapes[10][1] == -(-rows // -(-rows // cores))  # batches of ceil(rows / cores) rows
     assert [spark.conf.get(key) for key in settings] == before
+
+
+def test_values_handed_over_without_their_schema_text_are_whole_again(
+    spark: Any, stream: EventStream, unique_name: Any
+) -> None:
+    """With ``cut_prefix`` a driver read hands the values that start with it over as
+    ``{"payload":...``; ``whole_value`` gives every value back byte for byte (cut, of another
+    schema, without a schema, tombstones), on both paths (the executors' read cuts nothing)."""
+    topic = unique_name("driver-cut")
+    head = '{"schema":{"type":"struct","fields":[],"name":"one"},"payload":'
+    values = [
+        (head + '{"op":"c","n":1}}').encode(),
+        head.encode().replace(b"one", b"two") + b'{"op":"u"}}',  # another schema: whole
+        b'{"payload":{"op":"d"}}',  # no schema
+        None,  # a tombstone
+        (head + "{not json").encode(),
+        head.encode(),  # the prefix alone: an empty payload
+    ]
+    stream.ensure_topic(topic, 1)
+    writer = stream.writer(f"{topic}-writer")
+    writer.begin()
+    for i, value in enumerate(values):
+        writer.send(topic, f"k{i}".encode(), value, partition=0)
+    writer.commit()
+    writer.close()
+    plan = _plan(stream, topic, {0: (0, stream.bounds(topic, 0).end)})
+    frame = read_records(spark, stream.url, plan, cut_prefix=head)
+    assert VALUE_HEAD in frame.columns
+    handed = {r["offset"]: r["value"] for r in frame.collect()}
+    assert handed[0] == b'{"payload":{"op":"c","n":1}}' and handed[1] == values[1]
+    assert handed[5] == b'{"payload":'
+    whole = frame.select("offset", whole_value(frame).alias("v")).collect()
+    assert [bytes(r["v"]) if r["v"] is not None else None for r in sorted(whole)] == values
+    assert read_records(spark, stream.url, plan).columns == RAW_SCHEMA.fieldNames()
+    executors = _executor_records(spark, stream, plan)
+    assert VALUE_HEAD not in executors.columns
+    assert [r["value"] for r in sorted(executors.collect(), key=lambda r: r["offset"])] == values
+
+
+def _executor_records(spark: Any, stream: EventStream, plan: ReplayPlan) -> Any:
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setenv("REPLICATOR_DRIVER_READ_OFFSETS", "0")
+        return read_records(spark, stream.url, plan, cut_prefix="{").localCheckpoint()
 
 
 def test_read_ranges_reads_each_range_through_one_reader(

@@ -14,6 +14,7 @@ from cdc.errors import ChangeEventError
 from cdc.streams.local import LocalLog
 from projections import SqlProjection
 from projections.change_ops import RowChange
+from replay.decode.schema import value_prefix
 from replay.projection.engine import ProjectionEngine, ProjectionJob
 from replay.reading.bounds import Bound, BoundKind
 from replay.sinks.protocol import DEAD_LETTER_TABLE
@@ -67,6 +68,46 @@ def test_a_bad_record_in_a_catch_up_fails_cleanly_or_is_dead_lettered(
     assert sink.positions(TABLE) == {tp: log.bounds(*tp).end for tp in built}
     letters = sink.read(DEAD_LETTER_TABLE).collect()
     assert [(r["offset"], r["value"]) for r in letters] == [(bad_offset, b"{not json")]
+    sink.close()
+    log.close()
+
+
+@pytest.mark.parametrize("driver_reads", ["50000", "0"], ids=["read-by-driver", "executors"])
+@pytest.mark.parametrize("kind", ["duckdb", "delta"])
+@pytest.mark.parametrize("mode", ["rebuild", "catch-up"])
+def test_a_dead_letter_keeps_the_schema_text_a_read_cut_off(
+    spark: Any, tmp_path: Path, kind: str, driver_reads: str, mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A catch-up the driver reads hands its values over without the topic's schema text
+    (``read_records(cut_prefix=...)``); a rejected record is dead-lettered as the stream holds
+    it, schema included, with the parser's reason, as by a rebuild or the executors' read."""
+    monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", driver_reads)
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    topic = SalesTopic(log, partitions=1)
+    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(6))
+    sink = open_sink(f"{kind}://{tmp_path}/out" + (".duckdb" if kind == "duckdb" else ""), spark)
+    engine = ReplayEngine(spark, log, sink)
+    if mode == "catch-up":
+        engine.run(ReplayJob((topic.topic,)))
+    good = next(r.value for r in log.read(topic.topic, 0, 0) if r.value)
+    head = (value_prefix(good) or "").encode()
+    assert head and len(head) > len(good) // 2  # most of a value is its schema
+    bad = [head + b'{"op":"u","after":{"id":40', head + b'{"op":"u","source":null}}']
+    topic.write(RowChange("u", None, sale_row(i, 2)) for i in range(3))
+    writer = log.writer("a-broken-feeder")
+    writer.begin()
+    for key, value in zip((b'{"id":40}', b'{"id":41}'), bad, strict=True):
+        writer.send(topic.topic, key, value)
+    writer.commit()
+    writer.close()
+    start = Bound(BoundKind.LEDGER) if mode == "catch-up" else Bound(BoundKind.EARLIEST)
+    (result,) = engine.run(ReplayJob((topic.topic,), start=start, on_error="dead-letter"))
+    assert result.mode == mode and result.bad == 2
+    assert _seats(sink) == {0: 2, 1: 2, 2: 2, 3: 1, 4: 1, 5: 1}
+    letters = sorted(sink.read(DEAD_LETTER_TABLE).collect(), key=lambda r: r["offset"])
+    assert [bytes(r["value"]) for r in letters] == bad
+    assert "JSON" in letters[0]["reason"] and "source" in letters[1]["reason"]
     sink.close()
     log.close()
 
