@@ -97,7 +97,10 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     own = (*carry, VALUE_HEAD) if cut else tuple(carry)
     plan = _plans.get(schema, own, lambda: _NativePlan.of(schema, own))
     parsed = plan.parsed.select_from(records.where(plan.present))
-    converted = plan.converted.select_from(plan.envelope.select_from(parsed.where(plan.keep)))
+    stepped = plan.envelope.select_from(parsed.where(plan.keep))
+    for step in plan.steps:
+        stepped = step.select_from(stepped)
+    converted = plan.converted.select_from(stepped)
     decoded = plan.decoded.select_from(converted)
     if cut:
         return Decoded(decoded.withColumn(VALUE, plan.kept_whole).drop(VALUE_HEAD), schema)
@@ -112,6 +115,7 @@ class _NativePlan:
     parsed: ColumnList
     keep: Column
     envelope: ColumnList
+    steps: tuple[ColumnList, ...]
     converted: ColumnList
     decoded: ColumnList
     kept: Column
@@ -126,6 +130,7 @@ class _NativePlan:
             ColumnList([*raw, stages.parsed]),
             stages.keep,
             ColumnList([*raw, *stages.envelope]),
+            tuple(ColumnList(["*", *level]) for level in stages.steps),
             ColumnList(["*", *stages.converted]),
             ColumnList([*stages.decoded, *carry]),
             # The raw value only where the record is rejected (``bad`` shows it): a persisted

@@ -29,25 +29,48 @@ def _names(index: int) -> tuple[str, str, str, str]:
     return f"__raw{index}", f"__in{index}", f"__conv{index}", f"__ph{index}"
 
 
+def _raw(schema: TopicSchema, spec: ColumnSpec, image: Column, key: Column | None) -> Column:
+    """A column's raw value: the image's, for a key column filled from the record key."""
+    if key is not None and spec.name in schema.primary_key:
+        return F.coalesce(image[spec.name], key[spec.name])
+    return image[spec.name]
+
+
+def step_columns(schema: TopicSchema, image: Column, key: Column | None) -> list[list[Column]]:
+    """The projections before the first: the values of the conversions that come in steps
+    (``Codec.steps``), one projection per step, each reading the step before as a column."""
+    levels: list[list[Column]] = []
+    for index, spec in enumerate(schema.columns):
+        parts = [_raw(schema, spec, image, key)]
+        for level, step in enumerate(spec.codec.steps):
+            if level == len(levels):
+                levels.append([])
+            levels[level].append(step(parts).alias(_step_name(index, level)))
+            parts.append(F.col(_step_name(index, level)))
+    return levels
+
+
+def _step_name(index: int, level: int) -> str:
+    return f"__step{index}_{level}"
+
+
 def converted_columns(schema: TopicSchema, image: Column, key: Column | None) -> list[Column]:
     """The first projection: per column the raw value (key-filled for key columns), the image's
-    own value, the converted value and the placeholder flag."""
-    keys = set(schema.primary_key)
+    own value, the converted value (from ``step_columns`` where it comes in steps) and the
+    placeholder flag."""
     out = []
     for index, spec in enumerate(schema.columns):
         raw_name, in_name, conv_name, ph_name = _names(index)
         in_image = image[spec.name]
-        raw = (
-            F.coalesce(in_image, key[spec.name])
-            if key is not None and spec.name in keys
-            else in_image
-        )
-        placeholder = spec.codec.placeholder(raw)
-        out += [
-            raw.alias(raw_name),
-            in_image.alias(in_name),
-            spec.codec.convert(raw).alias(conv_name),
-        ]
+        raw = _raw(schema, spec, image, key)
+        codec = spec.codec
+        placeholder = codec.placeholder(raw)
+        if codec.steps and codec.finish is not None:
+            steps = [F.col(_step_name(index, level)) for level in range(len(codec.steps))]
+            converted = codec.finish([raw, *steps])
+        else:
+            converted = codec.convert(raw)
+        out += [raw.alias(raw_name), in_image.alias(in_name), converted.alias(conv_name)]
         if placeholder is not None:
             out.append(F.coalesce(placeholder, F.lit(False)).alias(ph_name))
     return out

@@ -29,7 +29,16 @@ from cdc.events.json_text import dumps
 from cdc.events.logical_types import decimal_scale
 from cdc.events.unavailable import PLACEHOLDER_BASE64, PLACEHOLDER_TEXT
 from cdc.events.value_modes import ENCODED_BYTES
-from replay.decode.decimals import decimal_from_base64, decimal_type, variable_scale_text
+from replay.decode.decimals import (
+    UNSCALED_STEPS,
+    VARIABLE_SCALE_STEPS,
+    Step,
+    decimal_finish,
+    decimal_from_base64,
+    decimal_type,
+    variable_scale_finish,
+    variable_scale_text,
+)
 from replay.spark import Column, F, T
 
 Convert = Callable[[Column], Column]
@@ -60,6 +69,10 @@ class Codec:
     """The ``cdc.events`` parser's value to the value Spark takes for ``spark``."""
     fallible: bool = False
     physical: str = ""
+    steps: tuple[Step, ...] = ()
+    """``convert`` in steps (``decimals.staged``), which a decoder may run as projections."""
+    finish: Step | None = None
+    """With ``steps``: the decoded column from ``[raw, each step's value]``."""
 
     def invalid(self, raw: Column, converted: Column) -> Column:
         """True where a non-null raw value did not convert."""
@@ -177,7 +190,8 @@ def _decimal(schema: Mapping[str, Any], numeric: bool) -> Codec:
         raw: T.DataType = T.DecimalType(38, target.scale)
         return Codec(raw, target, lambda c: c.try_cast(target), to_python, True, "bytes")
     convert: Convert = lambda c: decimal_from_base64(c, target)  # noqa: E731
-    return Codec(T.StringType(), target, convert, to_python, True, "bytes")
+    finish = decimal_finish(target)
+    return Codec(T.StringType(), target, convert, to_python, True, "bytes", UNSCALED_STEPS, finish)
 
 
 def _fixed_logical(name: str) -> Codec | None:
@@ -208,7 +222,10 @@ def _fixed_logical(name: str) -> Codec | None:
         return Codec(text, text, to_python=str, physical="string")
     if name == "io.debezium.data.VariableScaleDecimal":
         raw = T.StructType([T.StructField("scale", T.IntegerType()), T.StructField("value", text)])
-        return Codec(raw, text, variable_scale_text, lambda d: format(d, "f"), True)
+        return Codec(
+            raw, text, variable_scale_text, lambda d: format(d, "f"), True,
+            steps=VARIABLE_SCALE_STEPS, finish=variable_scale_finish,
+        )  # fmt: skip
     return None
 
 

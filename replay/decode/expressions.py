@@ -3,15 +3,16 @@
 Building them costs thousands of calls into the JVM, so they are kept (per schema object and
 Spark session) and reused for every batch of the topic. The stages: ``parsed`` (``from_json`` of
 the value), ``envelope`` (the envelope parts as columns, the record key parsed only where the
-row image lacks a key column), ``converted`` (``columns``, and ``__pos``) and ``decoded``
-(the decoded frame's columns, see ``decode``).
+row image lacks a key column), ``steps`` (the conversions in steps, e.g. decimals: one
+projection each), ``converted`` (``columns``, and ``__pos``) and ``decoded`` (the decoded
+frame's columns, see ``decode``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from replay.decode.columns import converted_columns, row_columns
+from replay.decode.columns import converted_columns, row_columns, step_columns
 from replay.decode.position import event_position
 from replay.decode.schema import CORRUPT, TopicSchema
 from replay.expression_cache import ExpressionCache
@@ -36,6 +37,7 @@ class Stages:
     parsed: Column
     keep: Column
     envelope: list[Column]
+    steps: list[list[Column]]
     converted: list[Column]
     decoded: list[Column]
 
@@ -95,6 +97,7 @@ def _stages(schema: TopicSchema) -> Stages:
     if schema.key:
         fields = F.struct(*(F.col("__kp")[c.name].alias(c.name) for c in schema.key))
         key = F.coalesce(F.col("__kp.payload"), fields)
+    steps = step_columns(schema, image, key)
     converted = [*converted_columns(schema, image, key), position.alias(POS)]
     where = F.when(op == "d", F.lit("payload.before")).otherwise(F.lit("payload.after"))
     row = row_columns(schema, image, where)
@@ -139,7 +142,7 @@ def _stages(schema: TopicSchema) -> Stages:
         F.when(_barrier(), _error_text(checks)).alias(ERROR),
         F.col("value").alias(VALUE),
     ]  # fmt: skip
-    return Stages(parsed, keep, envelope, converted, decoded)
+    return Stages(parsed, keep, envelope, steps, converted, decoded)
 
 
 _cache: ExpressionCache[Stages] = ExpressionCache(_CACHE_SIZE)
