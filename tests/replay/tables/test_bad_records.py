@@ -32,17 +32,24 @@ def _seats(sink: Any) -> dict[int, int]:
     return {r["id"]: r["seats"] for r in sink.read(TABLE).collect()}
 
 
+def _sales_replay(
+    spark: Any, tmp_path: Path, kind: str, *, rows: int
+) -> tuple[LocalLog, SalesTopic, Any, ReplayEngine]:
+    """A local log with ``rows`` sales rows created, a ``kind`` sink and an engine over both."""
+    log = LocalLog.from_url(f"local://{tmp_path}/log")
+    topic = SalesTopic(log, partitions=1)
+    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(rows))
+    sink = open_sink(f"{kind}://{tmp_path}/out" + (".duckdb" if kind == "duckdb" else ""), spark)
+    return log, topic, sink, ReplayEngine(spark, log, sink)
+
+
 @pytest.mark.parametrize("driver_reads", ["50000", "0"], ids=["decoded-in-write", "decoded-once"])
 @pytest.mark.parametrize("kind", ["duckdb", "delta"])
 def test_a_bad_record_in_a_catch_up_fails_cleanly_or_is_dead_lettered(
     spark: Any, tmp_path: Path, kind: str, driver_reads: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", driver_reads)
-    log = LocalLog.from_url(f"local://{tmp_path}/log")
-    topic = SalesTopic(log, partitions=1)
-    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(20))
-    sink = open_sink(f"{kind}://{tmp_path}/out" + (".duckdb" if kind == "duckdb" else ""), spark)
-    engine = ReplayEngine(spark, log, sink)
+    log, topic, sink, engine = _sales_replay(spark, tmp_path, kind, rows=20)
     engine.run(ReplayJob((topic.topic,)))
     built = sink.positions(TABLE)
 
@@ -83,11 +90,7 @@ def test_a_dead_letter_keeps_the_schema_text_a_read_cut_off(
     (``read_records(cut_prefix=...)``); a rejected record is dead-lettered as the stream holds
     it, schema included, with the parser's reason, as by a rebuild or the executors' read."""
     monkeypatch.setenv("REPLICATOR_DRIVER_READ_OFFSETS", driver_reads)
-    log = LocalLog.from_url(f"local://{tmp_path}/log")
-    topic = SalesTopic(log, partitions=1)
-    topic.write(RowChange("c", None, sale_row(i, 1)) for i in range(6))
-    sink = open_sink(f"{kind}://{tmp_path}/out" + (".duckdb" if kind == "duckdb" else ""), spark)
-    engine = ReplayEngine(spark, log, sink)
+    log, topic, sink, engine = _sales_replay(spark, tmp_path, kind, rows=6)
     if mode == "catch-up":
         engine.run(ReplayJob((topic.topic,)))
     good = next(r.value for r in log.read(topic.topic, 0, 0) if r.value)
