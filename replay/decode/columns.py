@@ -5,6 +5,8 @@ with the unavailable-placeholder flag; the second picks the value (default, null
 placeholder, else the converted value) and writes the error checks. The converted value is used
 twice (value and check), so the optimizer keeps the first projection apart instead of inlining
 it, and each conversion runs once per record (a conditional branch is not shared otherwise).
+A conversion that comes in steps (decimals) runs its steps in projections before the first
+(``step_columns``), for the same reason: each step reads the one before several times.
 """
 
 from __future__ import annotations
