@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from cdc.errors import ChangeEventError
 from cdc.events.columns import TableSpec
 from cdc.events.reader import ChangeEventReader
-from replay.decode.connect_types import UnsupportedSchema
+from replay.decode.codec import UnsupportedSchema
 from replay.decode.expressions import (
     ERROR,
     KEY,

@@ -16,23 +16,20 @@ timestamp text without a zone) becomes null and is reported by the decoder as a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from cdc.errors import UserError
 from cdc.events import temporal
 from cdc.events.decimal_codec import unscaled_at
 from cdc.events.json_text import dumps
 from cdc.events.logical_types import decimal_scale
-from cdc.events.unavailable import PLACEHOLDER_BASE64, PLACEHOLDER_TEXT
 from cdc.events.value_modes import ENCODED_BYTES
+from replay.decode.codec import Codec, Convert, ToPython, UnsupportedSchema, same_column
 from replay.decode.decimals import (
     UNSCALED_STEPS,
     VARIABLE_SCALE_STEPS,
-    Step,
     decimal_finish,
     decimal_from_base64,
     decimal_type,
@@ -40,74 +37,6 @@ from replay.decode.decimals import (
     variable_scale_text,
 )
 from replay.spark import Column, F, T
-
-Convert = Callable[[Column], Column]
-ToPython = Callable[[Any], Any]
-
-
-class UnsupportedSchema(UserError, ValueError):
-    """A Connect schema the native decoder cannot map to Spark types."""
-
-
-def _same(value: Any) -> Any:
-    return value
-
-
-def _same_column(column: Column) -> Column:
-    return column
-
-
-@dataclass(frozen=True)
-class Codec:
-    """One Connect type: ``raw`` is what ``from_json`` reads, ``spark`` the decoded type."""
-
-    raw: T.DataType
-    spark: T.DataType
-    convert: Convert = _same_column
-    """Raw column to decoded column; null for a non-null raw value that does not convert."""
-    to_python: ToPython = _same
-    """The ``cdc.events`` parser's value to the value Spark takes for ``spark``."""
-    fallible: bool = False
-    physical: str = ""
-    steps: tuple[Step, ...] = ()
-    """``convert`` in steps (``decimals.staged``), which a decoder may run as projections."""
-    finish: Step | None = None
-    """With ``steps``: the decoded column from ``[raw, each step's value]``."""
-
-    def invalid(self, raw: Column, converted: Column) -> Column:
-        """True where a non-null raw value did not convert."""
-        if not self.fallible:
-            return F.lit(False)
-        if isinstance(self.raw, T.ArrayType):
-            present: Callable[[Column], Column] = lambda item: item.isNotNull()  # noqa: E731
-            return F.size(F.filter(raw, present)) != F.size(F.filter(converted, present))
-        return raw.isNotNull() & converted.isNull()
-
-    @property
-    def may_be_unavailable(self) -> bool:
-        """Whether a value of this type can be Debezium's unavailable-value placeholder."""
-        if isinstance(self.raw, T.ArrayType):
-            return isinstance(self.raw.elementType, T.StringType | T.IntegralType)
-        if self.physical in ("string", "map"):
-            return True
-        return self.physical == "bytes" and isinstance(self.raw, T.StringType)
-
-    def placeholder(self, raw: Column) -> Column | None:
-        """True where ``raw`` is Debezium's unavailable-value placeholder (None: never)."""
-        if self.physical == "string":
-            return raw == F.lit(PLACEHOLDER_TEXT)
-        if self.physical == "bytes" and isinstance(self.raw, T.StringType):
-            return raw == F.lit(PLACEHOLDER_BASE64)
-        if isinstance(self.raw, T.ArrayType) and isinstance(self.raw.elementType, T.StringType):
-            return raw == F.array(F.lit(PLACEHOLDER_TEXT))
-        if isinstance(self.raw, T.ArrayType) and isinstance(self.raw.elementType, T.IntegralType):
-            placeholder_bytes = [F.lit(b) for b in PLACEHOLDER_TEXT.encode()]
-            return raw == F.array(*placeholder_bytes).cast(self.raw)
-        if isinstance(self.raw, T.MapType):
-            entry = F.try_element_at(raw, F.lit(PLACEHOLDER_TEXT))
-            return (F.size(raw) == 1) & (entry == F.lit(PLACEHOLDER_TEXT))
-        return None
-
 
 _INTEGRAL: Mapping[str, T.DataType] = {
     "int8": T.ByteType(),
@@ -201,7 +130,7 @@ def _fixed_logical(name: str) -> Codec | None:
     if name in ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp"):
         return Codec(long, T.TimestampNTZType(), _timestamp(lambda ms: ms * 1000))
     if name == "io.debezium.time.MicroTimestamp":
-        return Codec(long, T.TimestampNTZType(), _timestamp(_same_column))
+        return Codec(long, T.TimestampNTZType(), _timestamp(same_column))
     if name == "io.debezium.time.NanoTimestamp":
         return Codec(long, T.TimestampNTZType(), _timestamp(lambda ns: _floor_div(ns, 1000)))
     if name == "io.debezium.time.ZonedTimestamp":
@@ -211,7 +140,7 @@ def _fixed_logical(name: str) -> Codec | None:
     if name in ("io.debezium.time.Time", "org.apache.kafka.connect.data.Time"):
         return Codec(long, long, lambda ms: ms * 1000, _time_micros)
     if name == "io.debezium.time.MicroTime":
-        return Codec(long, long, _same_column, _time_micros)
+        return Codec(long, long, same_column, _time_micros)
     if name == "io.debezium.time.NanoTime":
         return Codec(long, long, lambda ns: _floor_div(ns, 1000), _time_micros)
     if name == "io.debezium.time.ZonedTime":

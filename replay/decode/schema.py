@@ -20,7 +20,8 @@ from cdc.events.columns import TableSpec
 from cdc.events.json_text import loads
 from cdc.events.schema_builder import envelope_schema, key_schema
 from cdc.events.unwrap import is_flat_row
-from replay.decode.connect_types import Codec, UnsupportedSchema, compile_codec
+from replay.decode.codec import Codec, UnsupportedSchema
+from replay.decode.connect_types import compile_codec
 from replay.spark import T
 
 CORRUPT = "__corrupt_record"

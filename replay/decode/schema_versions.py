@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from cdc.errors import UserError
-from replay.decode.connect_types import UnsupportedSchema
+from replay.decode.codec import UnsupportedSchema
 from replay.decode.schema import ColumnSpec, TopicSchema, remember
 from replay.decode.version_scan import SchemaVersion, find_versions, schema_hash
 from replay.reading.sources import whole_value

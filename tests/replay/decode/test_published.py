@@ -12,7 +12,7 @@ import pytest
 
 from cdc.events import ChangeEvent, parse_value
 from replay.decode.changes import decode_native
-from replay.decode.connect_types import UnsupportedSchema
+from replay.decode.codec import UnsupportedSchema
 from replay.decode.fallback import change_values, decode_python
 from replay.decode.schema import TopicSchema
 from replay.sinks.protocol import OP, POS
