@@ -108,7 +108,8 @@ class DeltaSink:
         self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
         rows_at_most: int | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
-        """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones."""
+        """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones
+        (a tombstone table that is not there yet is left to the first merge that has some)."""
         data = rules.row_columns(spec, rows.columns)
         planned = self._plan(spec.name, "replace", positions)
         if planned is None:
@@ -117,10 +118,12 @@ class DeltaSink:
         if POS not in rows.columns:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
         rows = rows.select(*(named_column(c) for c in [*data, POS]))
-        empty = self.spark.createDataFrame(
-            [], rows.select(*map(named_column, spec.primary_key), POS).schema
-        )
-        self._tombstones(spec).replace(empty, meta)
+        tombstones = self._tombstones(spec)
+        if tombstones.exists():  # else none to clear (a first merge makes the table)
+            empty = self.spark.createDataFrame(
+                [], rows.select(*map(named_column, spec.primary_key), POS).schema
+            )
+            tombstones.replace(empty, meta)
         self._overwrite(spec.name, rows, meta, seq)
         return self._committed(spec.name, meta, base)
 

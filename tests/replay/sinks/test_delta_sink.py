@@ -259,3 +259,23 @@ def test_a_changed_primary_key_leaves_the_old_tombstones_out(
     sink.merge(rekeyed, changes(gone, upsert(1, "a", 2)), {P0: 5})  # old facts replaced
     assert _stored_tombstones(spark, sink) == [(2, "b", "00000005")]
     assert snapshot(sink) == [row(1, "a"), row(3, "c")]
+
+
+def test_a_replace_clears_tombstones_and_makes_none_where_there_are_none(
+    spark: Any, make_sink: SinkFactory, changes: Factory, rows: Factory
+) -> None:
+    """A first replace writes no tombstone table (nothing to clear: one Delta commit less in a
+    rebuild); the first merge with a delete makes it and keeps a late older upsert out; a replace
+    over remembered deletes clears them."""
+    sink = _delta(make_sink)
+    tombstones = sink.root / tombstones_table(SPEC.name)
+    sink.replace(SPEC, rows(row(1, "a"), row(2, "b")), {P0: 2})
+    assert not (tombstones / "_delta_log").exists()
+    sink.merge(SPEC, changes(delete(2, 3)), {P0: 3})
+    sink.merge(SPEC, changes(upsert(2, "late", 2), upsert(3, "c", 4)), {P0: 4})
+    assert snapshot(sink) == [row(1, "a"), row(3, "c")]
+    assert _tombstones(spark, sink) == [(2, "00000003")]
+    sink.replace(SPEC, rows(row(2, "b")), {P0: 5})
+    assert _stored_tombstones(spark, sink) == []
+    sink.merge(SPEC, changes(upsert(2, "b2", 1)), {P0: 6})  # no delete of key 2 remembered
+    assert snapshot(sink) == [row(2, "b2")]
