@@ -47,7 +47,7 @@ from replay.decode.expressions import (
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import aligned, schema_hash
 from replay.expression_cache import ExpressionCache
-from replay.reading.sources import VALUE_HEAD, joined_value, whole_value
+from replay.reading.sources import VALUE_HEAD, joined_value, whole_records
 from replay.sinks.protocol import OP, POS
 from replay.spark import Column, ColumnList, DataFrame, F, T
 
@@ -89,11 +89,9 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     topic only the Python path reads (``schema.native`` false)."""
     if not schema.native:
         raise UnsupportedSchema("flat rows (ExtractNewRecordState) decode on the Python path")
-    cut = VALUE_HEAD in records.columns  # values handed over without their schema text
     if schema.versions:  # told apart by their schema text
-        if cut:
-            records = records.withColumn("value", whole_value(records)).drop(VALUE_HEAD)
-        return _decode_versions(records, schema, carry)
+        return _decode_versions(whole_records(records), schema, carry)
+    cut = VALUE_HEAD in records.columns  # values handed over without their schema text
     own = (*carry, VALUE_HEAD) if cut else tuple(carry)
     plan = _plans.get(schema, own, lambda: _NativePlan.of(schema, own))
     parsed = plan.parsed.select_from(records.where(plan.present))
@@ -101,10 +99,8 @@ def decode_native(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     for step in plan.steps:
         stepped = step.select_from(stepped)
     converted = plan.converted.select_from(stepped)
-    decoded = plan.decoded.select_from(converted)
-    if cut:
-        return Decoded(decoded.withColumn(VALUE, plan.kept_whole).drop(VALUE_HEAD), schema)
-    return Decoded(decoded.withColumn(VALUE, plan.kept), schema)
+    decoded = plan.decoded.select_from(converted).withColumn(VALUE, plan.kept)
+    return Decoded(decoded.drop(VALUE_HEAD) if cut else decoded, schema)
 
 
 @dataclass(frozen=True)
@@ -119,11 +115,13 @@ class _NativePlan:
     converted: ColumnList
     decoded: ColumnList
     kept: Column
-    kept_whole: Column
 
     @classmethod
     def of(cls, schema: TopicSchema, carry: tuple[str, ...]) -> _NativePlan:
         stages = decode_stages(schema)
+        whole = F.col(VALUE)  # put back together where a driver read cut it
+        if VALUE_HEAD in carry:
+            whole = joined_value(whole, F.col(VALUE_HEAD))
         raw = ["topic", "partition", "offset", "key", "value", *carry]
         return cls(
             F.col("value").isNotNull(),
@@ -135,8 +133,7 @@ class _NativePlan:
             ColumnList([*stages.decoded, *carry]),
             # The raw value only where the record is rejected (``bad`` shows it): a persisted
             # decode then holds the decoded row, not a second copy of every record's bytes.
-            F.when(F.col(ERROR).isNotNull(), F.col(VALUE)),
-            F.when(F.col(ERROR).isNotNull(), joined_value(F.col(VALUE), F.col(VALUE_HEAD))),
+            F.when(F.col(ERROR).isNotNull(), whole),
         )
 
 

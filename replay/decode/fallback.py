@@ -29,7 +29,7 @@ from replay.decode.changes import (
 )
 from replay.decode.position import event_position
 from replay.decode.schema import SOURCE_TYPE, TopicSchema
-from replay.reading.sources import VALUE_HEAD, whole_value
+from replay.reading.sources import whole_records
 from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import DataFrame, F, T
 
@@ -135,8 +135,7 @@ def _decode_partition(
 
 def decode_python(records: DataFrame, schema: TopicSchema, carry: Sequence[str] = ()) -> Decoded:
     """Decode the change records of one topic with the Python parser (see the module doc)."""
-    if VALUE_HEAD in records.columns:  # the parser reads values as the stream holds them
-        records = records.withColumn("value", whole_value(records)).drop(VALUE_HEAD)
+    records = whole_records(records)  # the parser reads values as the stream holds them
     rows = records.where(F.col("value").isNotNull()).rdd.mapPartitions(
         partial(_decode_partition, schema, tuple(carry))
     )

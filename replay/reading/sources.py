@@ -121,6 +121,13 @@ def whole_value(records: DataFrame) -> Column:
     return joined_value(F.col("value"), F.col(VALUE_HEAD))
 
 
+def whole_records(records: DataFrame) -> DataFrame:
+    """``read_records``'s frame with its values as the stream holds them (RAW_SCHEMA)."""
+    if VALUE_HEAD not in records.columns:
+        return records
+    return records.withColumn("value", whole_value(records)).drop(VALUE_HEAD)
+
+
 def _worth_spreading(rows: list[tuple[Any, ...]]) -> bool:
     # Measured on Connect-JSON values of 3.4 KB, 2 cores: 3,000 records are handed over faster
     # as a local relation, 5,000 about as fast either way, 10,000 0.3 s faster spread.
