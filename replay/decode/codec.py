@@ -11,7 +11,7 @@ from typing import Any
 
 from cdc.errors import UserError
 from cdc.events.unavailable import PLACEHOLDER_BASE64, PLACEHOLDER_TEXT
-from replay.decode.decimals import Step
+from replay.decode.decimals import Step, staged
 from replay.spark import Column, F, T
 
 Convert = Callable[[Column], Column]
@@ -47,6 +47,15 @@ class Codec:
     """``convert`` in steps (``decimals.staged``), which a decoder may run as projections."""
     finish: Step | None = None
     """With ``steps``: the decoded column from ``[raw, each step's value]``."""
+
+    @classmethod
+    def in_steps(
+        cls, raw: T.DataType, spark: T.DataType, steps: tuple[Step, ...], finish: Step,
+        to_python: ToPython, physical: str = "",
+    ) -> Codec:  # fmt: skip
+        """A fallible codec whose conversion comes in ``steps``; ``convert`` runs them inline."""
+        convert: Convert = lambda c: staged(c, steps, finish)  # noqa: E731
+        return cls(raw, spark, convert, to_python, True, physical, steps, finish)
 
     def invalid(self, raw: Column, converted: Column) -> Column:
         """True where a non-null raw value did not convert."""

@@ -31,10 +31,8 @@ from replay.decode.decimals import (
     UNSCALED_STEPS,
     VARIABLE_SCALE_STEPS,
     decimal_finish,
-    decimal_from_base64,
     decimal_type,
     variable_scale_finish,
-    variable_scale_text,
 )
 from replay.spark import Column, F, T
 
@@ -118,9 +116,8 @@ def _decimal(schema: Mapping[str, Any], numeric: bool) -> Codec:
     if numeric:  # decimal.format=NUMERIC: JSON numbers, read by from_json at full width
         raw: T.DataType = T.DecimalType(38, target.scale)
         return Codec(raw, target, lambda c: c.try_cast(target), to_python, True, "bytes")
-    convert: Convert = lambda c: decimal_from_base64(c, target)  # noqa: E731
     finish = decimal_finish(target)
-    return Codec(T.StringType(), target, convert, to_python, True, "bytes", UNSCALED_STEPS, finish)
+    return Codec.in_steps(T.StringType(), target, UNSCALED_STEPS, finish, to_python, "bytes")
 
 
 def _fixed_logical(name: str) -> Codec | None:
@@ -151,10 +148,9 @@ def _fixed_logical(name: str) -> Codec | None:
         return Codec(text, text, to_python=str, physical="string")
     if name == "io.debezium.data.VariableScaleDecimal":
         raw = T.StructType([T.StructField("scale", T.IntegerType()), T.StructField("value", text)])
-        return Codec(
-            raw, text, variable_scale_text, lambda d: format(d, "f"), True,
-            steps=VARIABLE_SCALE_STEPS, finish=variable_scale_finish,
-        )  # fmt: skip
+        return Codec.in_steps(
+            raw, text, VARIABLE_SCALE_STEPS, variable_scale_finish, lambda d: format(d, "f")
+        )
     return None
 
 
