@@ -27,6 +27,7 @@ HOT_PATH = (
     "cdc/state/tables.py",
     "cdc/state/rocks_store.py",
     "cdc/connector/changelog.py",
+    "cdc/streams/latest.py",
     "cdc/streams/kafka_reader.py",
     "cdc/streams/kafka_group.py",
     "cdc/streams/kafka_ends.py",

@@ -19,7 +19,14 @@ from cdc.streams.kafka_errors import (
 )
 from cdc.streams.kafka_reader import KafkaStreamReader
 from cdc.streams.kafka_writer import KafkaTransactionalWriter
-from cdc.streams.protocol import PartitionBounds, Rebalance, StreamRecord, TopicPartition
+from cdc.streams.latest import HeldBudget
+from cdc.streams.protocol import (
+    CompactedRange,
+    PartitionBounds,
+    Rebalance,
+    StreamRecord,
+    TopicPartition,
+)
 
 if TYPE_CHECKING:
     from cdc.streams.kafka_group import KafkaGroupReader
@@ -222,6 +229,27 @@ class KafkaEventStream:
                     return
                 if batch and batch[-1].offset >= end - 1:
                     return
+        finally:
+            reader.close()
+
+    def read_compacted(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        stop: int | None = None,
+        *,
+        each_keys: frozenset[bytes] = frozenset(),
+        max_held_bytes: int | None = None,
+    ) -> CompactedRange:
+        committed_end = self.bounds(topic, partition).end
+        end = committed_end if stop is None else min(stop, committed_end)
+        if start >= end:
+            return CompactedRange({}, {}, [])
+        reader = self.reader({TopicPartition(topic, partition): start})
+        try:
+            budget = HeldBudget(topic, partition, max_held_bytes)
+            return reader.compact(topic, partition, end, each_keys, budget)
         finally:
             reader.close()
 

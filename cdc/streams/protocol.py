@@ -17,6 +17,18 @@ class TransactionLostError(RuntimeError):
     is visible, and the records it consumed are to be processed again."""
 
 
+class CompactionOverBudget(RuntimeError):
+    """A compacted read held more value bytes than it was allowed (``read_compacted``)."""
+
+    def __init__(self, topic: str, partition: int, held_bytes: int, records: int) -> None:
+        super().__init__(
+            f"{topic} partition {partition} holds {held_bytes:,} bytes of newest values after "
+            f"{records:,} records"
+        )
+        self.topic, self.partition = topic, partition
+        self.held_bytes, self.records = held_bytes, records
+
+
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
@@ -35,6 +47,18 @@ class StreamRecord(NamedTuple):
     value: bytes | None
     timestamp_ms: int
     headers: tuple[tuple[str, bytes], ...] = ()
+
+
+class CompactedRange(NamedTuple):
+    """What a compaction of a range of one partition keeps (``EventStream.read_compacted``).
+
+    ``live``: per key, its newest record with a value; ``gone``: per key whose newest record is
+    a tombstone, that tombstone (its key may also be in ``live``); ``each``: the records without
+    a key or with one of the keys kept one by one, in offset order."""
+
+    live: dict[bytes, StreamRecord]
+    gone: dict[bytes, StreamRecord]
+    each: list[StreamRecord]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +197,22 @@ class EventStream(Protocol):
     ) -> Iterator[StreamRecord]:
         """Committed records with ``start <= offset < stop``; ``stop`` None or beyond the
         committed end reads to the committed end."""
+        ...
+
+    def read_compacted(
+        self,
+        topic: str,
+        partition: int,
+        start: int,
+        stop: int | None = None,
+        *,
+        each_keys: frozenset[bytes] = frozenset(),
+        max_held_bytes: int | None = None,
+    ) -> CompactedRange:
+        """The records of ``read(topic, partition, start, stop)`` a compaction keeps: per key
+        the newest and the newest with a value; records keyed by one of ``each_keys`` (or by
+        none) all. :class:`CompactionOverBudget` once the live values held pass
+        ``max_held_bytes`` (checked after as many records as keys held)."""
         ...
 
     def committed_positions(self, group: str, topic: str) -> dict[int, int]:

@@ -22,11 +22,10 @@ import os
 from collections.abc import Iterator
 from contextlib import closing
 from functools import partial
-from operator import attrgetter
 from typing import Any
 
-from cdc.runtime.record_heap import cycle_collector_paused, return_free_heap
-from cdc.streams.protocol import StreamRecord
+from cdc.runtime.record_heap import return_free_heap
+from cdc.streams.protocol import CompactedRange, CompactionOverBudget, StreamRecord
 from cdc.streams.registry import open_stream
 from replay.decode.compaction import (
     CANDIDATE,
@@ -61,8 +60,7 @@ LATEST_SCHEMA = T.StructType(
 )
 OVER_BUDGET = "compaction task over its memory budget"
 """In the error of a task that held more than its budget (``is_over_budget`` looks for it)."""
-_FIRST_CHECK = 1_000
-_VALUE = attrgetter("value")
+_EACH_KEYS = frozenset(TRUNCATE_KEYS)
 _log = logging.getLogger(__name__)
 
 
@@ -122,37 +120,25 @@ def persisted_decode(
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:
     """The compacted rows of one range (``LATEST_SCHEMA`` tuples; runs in a Spark task)."""
-    live: dict[bytes, StreamRecord] = {}  # per key, its newest record with a value
-    gone: dict[bytes, StreamRecord] = {}  # per key whose newest record is a tombstone, that one
-    each: list[StreamRecord] = []
-    special = frozenset(TRUNCATE_KEYS)
-    check_at, seen = _FIRST_CHECK, 0
+    topic, partition = r.tp.topic, r.tp.partition
     try:
-        with cycle_collector_paused(), closing(open_stream(stream_url)) as stream:
-            # One dict write per record: most records have a value and supersede their key's.
-            for record in stream.read(r.tp.topic, r.tp.partition, r.start, r.stop):
-                key = record.key
-                if key is None or key in special:
-                    each.append(record)
-                    continue
-                if record.value is None:
-                    gone[key] = record
-                else:
-                    live[key] = record
-                    if gone:
-                        gone.pop(key, None)
-                seen += 1
-                if seen >= check_at:  # amortised: the next check after as many records as keys
-                    _check_budget(live, budget, r, seen)
-                    check_at = seen + max(_FIRST_CHECK, len(live))
-            _check_budget(live, budget, r, seen)
-        yield from _compacted_rows(r, live, gone, each)
+        with closing(open_stream(stream_url)) as stream:
+            try:
+                kept = stream.read_compacted(
+                    topic, partition, r.start, r.stop,
+                    each_keys=_EACH_KEYS, max_held_bytes=budget,
+                )  # fmt: skip
+            except CompactionOverBudget as over:
+                raise OverBudget(
+                    f"{OVER_BUDGET}: {topic} partition {partition} holds {over.held_bytes >> 20} "
+                    f"MB of newest values after {over.records:,} records (budget {budget >> 20} "
+                    "MB, $REPLICATOR_COMPACT_TASK_MB)"
+                ) from None
+        yield from _compacted_rows(r, kept.live, kept.gone, kept.each)
     finally:
         # The worker process outlives the task (Python workers are reused) and would keep the
         # freed values' heap for the rest of the replay, beside the JVM's peak.
-        live.clear()
-        gone.clear()
-        each.clear()
+        kept = CompactedRange({}, {}, [])
         return_free_heap()
 
 
@@ -190,16 +176,4 @@ def _compacted_rows(
             rec.timestamp_ms,
             live_offset,
             rec.value,
-        )
-
-
-def _check_budget(
-    live: dict[bytes, StreamRecord], budget: int, r: PartitionRange, seen: int
-) -> None:
-    held = sum(map(len, map(_VALUE, live.values())))  # (C loops: ~4x a generator's speed)
-    if held > budget:
-        raise OverBudget(
-            f"{OVER_BUDGET}: {r.tp.topic} partition {r.tp.partition} holds {held >> 20} MB of "
-            f"newest values after {seen:,} records (budget {budget >> 20} MB, "
-            "$REPLICATOR_COMPACT_TASK_MB)"
         )

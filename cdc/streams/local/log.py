@@ -13,18 +13,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 
+from cdc.streams.latest import HeldBudget, compact_records
 from cdc.streams.local.compaction import CompactionResult, CompactionSettings, compact_partition
 from cdc.streams.local.cursor import PartitionCursor, offset_for_time
 from cdc.streams.local.errors import TopicConfigError
 from cdc.streams.local.journal import Journal, PartitionState, TopicMeta
 from cdc.streams.local.locks import FileLock
 from cdc.streams.local.reader import LocalStreamReader
-from cdc.streams.local.segments import (
-    SegmentFile,
-    fsync_directory,
-    list_segments,
-    log_path,
-)
+from cdc.streams.local.segments import SegmentFile, fsync_directory, list_segments, log_path
 from cdc.streams.local.settings import (
     SCHEME,
     TOPICS_DIR,
@@ -36,6 +32,7 @@ from cdc.streams.local.settings import (
 )
 from cdc.streams.local.writer import LocalTransactionalWriter
 from cdc.streams.protocol import (
+    CompactedRange,
     GroupReader,
     PartitionBounds,
     Rebalance,
@@ -176,6 +173,14 @@ class LocalLog:
                 yield from batch
         finally:
             cursor.close()
+
+    def read_compacted(
+        self, topic: str, partition: int, start: int, stop: int | None = None, *,
+        each_keys: frozenset[bytes] = frozenset(), max_held_bytes: int | None = None,
+    ) -> CompactedRange:  # fmt: skip
+        """``read``'s records compacted (``EventStream.read_compacted``)."""
+        budget = HeldBudget(topic, partition, max_held_bytes)
+        return compact_records(self.read(topic, partition, start, stop), each_keys, budget)
 
     def committed_positions(self, group: str, topic: str) -> dict[int, int]:
         """The positions ``group`` committed for ``topic``'s partitions (absent: none)."""

@@ -6,13 +6,14 @@ directory; for Kafka: the same cluster). Checks use fresh topic names, so a shar
 fine. They assume only what the protocol promises: offsets increase but may have gaps (Kafka's
 transaction markers), ``bounds().end`` is the last stable offset, ``read`` ends at the
 committed end even if ``stop`` lies beyond it, and errors are some Exception naming what is
-wrong (the protocol defines no error types).
+wrong (the protocol defines no error types but ``read_compacted``'s budget).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from tests.cdc.streams import contract_compacted as compacted
 from tests.cdc.streams import contract_reading as reading
 from tests.cdc.streams import contract_transactions as transactions
 from tests.cdc.streams.contract_support import StreamOpener
@@ -33,6 +34,8 @@ CONTRACT_CHECKS: list[Callable[[StreamOpener], None]] = [
     reading.check_idle_reader_waits_for_commits_of_another_handle,
     reading.check_offset_for_time,
     reading.check_data_survives_reopening,
+    compacted.check_compacted_read_keeps_the_newest_per_key,
+    compacted.check_compacted_read_stops_over_its_budget,
 ]
 """Every contract check, for ``pytest.mark.parametrize``."""
 
