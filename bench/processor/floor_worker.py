@@ -49,7 +49,7 @@ def _clients(spec: dict[str, Any], topic: str) -> tuple[Consumer, Producer]:
     consumer = Consumer(
         {"bootstrap.servers": boot, "group.id": group, "enable.auto.commit": False,
          "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-         "fetch.queue.backoff.ms": 100, "fetch.max.bytes": 16 << 20,
+         "fetch.queue.backoff.ms": 10, "fetch.max.bytes": 16 << 20,
          "max.partition.fetch.bytes": 4 << 20}
     )  # fmt: skip
     producer = Producer(

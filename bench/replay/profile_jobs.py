@@ -11,7 +11,8 @@ time in which no job ran is the driver's (plan, schema, sink load); the JVM's ow
 (``jvm:``, from its management beans): the JIT compilers' time (a cold JVM's main cost on two
 cores) and the collectors'; ``--cprofile`` shows where
 the driver's Python spends the first run. ``--ab KEY=VALUE`` sets a session conf in every other
-run (the first runs without it), an A/B in one session and on one copy of the topic.
+run (the first runs without it), an A/B in one session and on one copy of the topic; ``--conf
+KEY=VALUE`` starts the session with it (what it does to a first run).
 """
 
 from __future__ import annotations
@@ -116,6 +117,10 @@ def main() -> None:
         "--ab", metavar="KEY=VALUE",
         help="a session conf set in runs 1, 3, 5, ... and unset in runs 0, 2, 4, ...",
     )  # fmt: skip
+    parser.add_argument(
+        "--conf", metavar="KEY=VALUE", action="append", default=[],
+        help="a Spark conf the session starts with (repeatable): a setting's first-run cost",
+    )  # fmt: skip
     args = parser.parse_args()
     ab_key, _, ab_value = (args.ab or "").partition("=")
     work = Path(tempfile.mkdtemp(prefix="bench-profile-jobs-"))
@@ -124,7 +129,8 @@ def main() -> None:
         bootstrap = broker.start()
         produce(bootstrap, args.events, args.keys, args.partitions)
         t0 = time.monotonic()
-        spark = spark_session(conf={"spark.ui.enabled": "true"})
+        confs = dict(c.partition("=")[::2] for c in args.conf)
+        spark = spark_session(conf={"spark.ui.enabled": "true", **confs})
         jvm = JvmWork(spark)
         jit, gc = jvm.seconds()
         print(f"session start: {time.monotonic() - t0:.2f} s (jvm: JIT {jit:.1f} s, GC {gc:.1f} s)",

@@ -83,9 +83,11 @@ READ_PREFETCH_KBYTES = 32 * 1024
 small enough that reading many large changelog partitions at once stays within memory."""
 
 
-FETCH_QUEUE_BACKOFF_MS = 100
-"""How long a partition's fetching pauses once its queue is full: librdkafka's default, 1 s,
-left restores (which drain 32 MB in ~0.1 s) idle most of the time."""
+FETCH_QUEUE_BACKOFF_MS = 10
+"""How long a partition's fetching pauses once its queue is full. librdkafka's default, 1 s, left
+restores (which drain 32 MB in ~0.1 s) idle most of the time; at 100 ms a bounded read of one
+partition still waited a third of its time for the fetcher (2 M records: 3.9 s against 2.4 s,
+for the same CPU)."""
 BOUNDED_READ_FETCH_WAIT_MS = 25
 """How long the broker may hold a group-less reader's fetch. A read-committed reader learns it
 is at the end only from a fetch that finds nothing new, held for the default 500 ms: every
