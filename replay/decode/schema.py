@@ -92,15 +92,14 @@ def _struct(*fields: tuple[str, T.DataType]) -> T.StructType:
 
 _S, _L, _I = T.StringType(), T.LongType(), T.IntegerType()
 SOURCE_TYPE = _struct(
-    ("version", _S), ("connector", _S), ("name", _S), ("ts_ms", _L), ("snapshot", _S),
-    ("db", _S), ("sequence", _S), ("schema", _S), ("table", _S), ("txId", _L), ("lsn", _L),
-    ("xmin", _L), ("server_id", _L), ("gtid", _S), ("file", _S), ("pos", _L), ("row", _I),
-    ("thread", _L), ("change_lsn", _S), ("commit_lsn", _S), ("event_serial_no", _L),
-    ("processor_id", _S), ("input_topic", _S), ("input_partition", _I),
-    ("input_offset_start", _L), ("input_offset_end", _L), ("transaction_id", _S),
-    ("commit_seq", _L),
+    ("connector", _S), ("sequence", _S), ("lsn", _L), ("txId", _L), ("gtid", _S), ("file", _S),
+    ("pos", _L), ("row", _I), ("change_lsn", _S), ("commit_lsn", _S), ("event_serial_no", _L),
+    ("processor_id", _S), ("commit_seq", _L),
 )  # fmt: skip
-"""The ``source`` fields read: those of every connector with a position (see ``positions``)."""
+"""The ``source`` fields read: the connector, each connector's position (see ``positions``),
+the transaction of PostgreSQL and MySQL events, a replicator bound's processor. No more: each
+field costs ``from_json`` work per event (with the 28 fields every connector writes, most never
+read, 1 M benchmark values parsed in 3.4-3.6 s against 2.9-3.0 s, on two cores)."""
 TRANSACTION_TYPE = _struct(("id", _S), ("total_order", _L), ("data_collection_order", _L))
 
 
