@@ -210,3 +210,19 @@ def test_a_writer_that_knows_a_stale_ledger_neither_applies_twice_nor_skips(
     assert mine.merge(SPEC, changes(upsert(4, "d", 4)), {P0: 15}) is not None
     assert snapshot(mine) == [row(1, "z"), row(4, "d")]
     assert mine.positions(SPEC.name) == {P0: 15}
+
+
+def test_a_replaced_table_keeps_its_key_and_a_repeated_key_replaces_nothing(
+    make_sink: SinkFactory, rows: Factory
+) -> None:
+    sink = _duckdb(make_sink)
+    sink.replace(SPEC, rows(row(1, "a"), row(2, "b")), {P0: 2})
+    _, keys = duckdb_files.query(
+        sink.path,
+        "SELECT table_name, constraint_column_names FROM duckdb_constraints()"
+        " WHERE constraint_type = 'PRIMARY KEY' AND table_name LIKE 'accounts%' ORDER BY 1",
+    )
+    assert keys == [("accounts", ["id"]), ("accounts__tombstones", ["id"])]
+    with pytest.raises(Exception, match="(?i)duplicate key"):
+        sink.replace(SPEC, rows(row(3, "c"), row(3, "d")), {P0: 4})
+    assert snapshot(sink) == [row(1, "a"), row(2, "b")] and sink.positions(SPEC.name) == {P0: 2}
