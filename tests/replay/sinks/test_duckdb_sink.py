@@ -223,6 +223,6 @@ def test_a_replaced_table_keeps_its_key_and_a_repeated_key_replaces_nothing(
         " WHERE constraint_type = 'PRIMARY KEY' AND table_name LIKE 'accounts%' ORDER BY 1",
     )
     assert keys == [("accounts", ["id"]), ("accounts__tombstones", ["id"])]
-    with pytest.raises(Exception, match="(?i)duplicate key"):
+    with pytest.raises(Exception, match=r"(?i)duplicate key"):
         sink.replace(SPEC, rows(row(3, "c"), row(3, "d")), {P0: 4})
     assert snapshot(sink) == [row(1, "a"), row(2, "b")] and sink.positions(SPEC.name) == {P0: 2}
