@@ -1,12 +1,12 @@
 """``latest_records`` in one read: each Spark task compacts one partition range as it reads it.
 
 A key lives in one partition of a keyed topic, so compaction per (topic, partition, key) needs no
-shuffle: a task reads its range through the stream's own protocol (``EventStream.read``: the
-Kafka consumer or the local log reader, the same code the processor restores with), keeps per
-key the newest record and the newest record with a value in a dict, and ships only those to the
-JVM (pickled rows). Truncate candidates (``truncates.is_truncate_candidate``) are kept one by
-one. The rows have the columns and meaning of ``compaction.latest_records``, so
-``compaction.decoded_latest`` takes them as they are, in the same tasks (``persisted_decode``).
+shuffle: a task reads its range compacted through the stream's own protocol
+(``EventStream.read_compacted``: per key the newest record and the newest record with a value,
+each stream reading them its own way) and ships only those to the JVM (pickled rows). Records
+keyed by a truncate key (``truncates.is_truncate_candidate``) are kept one by one. The rows have
+the columns and meaning of ``compaction.latest_records``, so ``compaction.decoded_latest`` takes
+them as they are, in the same tasks (``persisted_decode``).
 
 Against the two Spark passes (a hash aggregation of the offsets, then a second read joined
 against the winners), this reads the range once and moves no value of a record that compaction
@@ -121,6 +121,7 @@ def persisted_decode(
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:
     """The compacted rows of one range (``LATEST_SCHEMA`` tuples; runs in a Spark task)."""
     topic, partition = r.tp.topic, r.tp.partition
+    kept = CompactedRange({}, {}, [])
     try:
         with closing(open_stream(stream_url)) as stream:
             try:
@@ -138,7 +139,9 @@ def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[t
     finally:
         # The worker process outlives the task (Python workers are reused) and would keep the
         # freed values' heap for the rest of the replay, beside the JVM's peak.
-        kept = CompactedRange({}, {}, [])
+        kept.live.clear()
+        kept.gone.clear()
+        kept.each.clear()
         return_free_heap()
 
 
