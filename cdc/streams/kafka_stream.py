@@ -213,8 +213,7 @@ class KafkaEventStream:
     def read(
         self, topic: str, partition: int, start: int, stop: int | None = None
     ) -> Iterator[StreamRecord]:
-        committed_end = self.bounds(topic, partition).end
-        end = committed_end if stop is None else min(stop, committed_end)
+        end = self._read_end(topic, partition, stop)
         if start >= end:
             return
         reader = self.reader({TopicPartition(topic, partition): start})
@@ -242,8 +241,7 @@ class KafkaEventStream:
         each_keys: frozenset[bytes] = frozenset(),
         max_held_bytes: int | None = None,
     ) -> CompactedRange:
-        committed_end = self.bounds(topic, partition).end
-        end = committed_end if stop is None else min(stop, committed_end)
+        end = self._read_end(topic, partition, stop)
         if start >= end:
             return CompactedRange({}, {}, [])
         reader = self.reader({TopicPartition(topic, partition): start})
@@ -252,6 +250,11 @@ class KafkaEventStream:
             return reader.compact(topic, partition, end, each_keys, budget)
         finally:
             reader.close()
+
+    def _read_end(self, topic: str, partition: int, stop: int | None) -> int:
+        """Where a bounded read of the partition stops: ``stop``, at most the committed end."""
+        committed_end = self.bounds(topic, partition).end
+        return committed_end if stop is None else min(stop, committed_end)
 
     def committed_positions(self, group: str, topic: str) -> dict[int, int]:
         consumer = kc.make_consumer(self.bootstrap, group, self.client_settings())
