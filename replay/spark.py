@@ -60,10 +60,9 @@ logger.tasksize.level = error
 
 _SECRET_OPTIONS = r"(?i)url|password|jaas|ssl\.keystore\.key|ssl\.truststore\.certificates"
 DELTA_CHECKPOINT_INTERVAL = 100
-"""Commits between two checkpoints of a Delta table this session creates (Delta's default: 10).
-A checkpoint is written inside the commit that reaches it and added ~1 s to every tenth
-``--follow`` round, the tail of its latency; replaying up to 100 small commits instead costs a
-round nothing measurable (``bench/README.md``). Existing tables keep their own setting."""
+"""Commits between two checkpoints of a Delta table this session creates (Delta's default: 10):
+a checkpoint added ~1 s to every tenth ``--follow`` round; replaying up to 100 small commits
+costs a round nothing measurable (``bench/README.md``). Existing tables keep their own."""
 HOTSPOT_HUGE_METHOD_BYTES = 8000
 """HotSpot's ``HugeMethodLimit``: whole-stage code with a larger method runs per operator."""
 CODEGEN_CACHE_ENTRIES = 1000
@@ -125,6 +124,8 @@ def spark_session(
         .config(DELTA_CHECKPOINT_INTERVAL_DEFAULT, str(DELTA_CHECKPOINT_INTERVAL))
         .config("spark.sql.warehouse.dir", str(jars.cache_dir() / "spark-warehouse"))
         .config("spark.sql.debug.maxToStringFields", "1000")
+        # No Python call site per Column call (error context): ~half a rebuild's py4j calls.
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         # HotSpot never compiles a method over 8,000 bytes of bytecode: the decoder's fused
         # stage has such methods and ran interpreted (~30% of a rebuild's decode, bench/README).
         .config("spark.sql.codegen.hugeMethodLimit", str(HOTSPOT_HUGE_METHOD_BYTES))
@@ -243,11 +244,10 @@ def named_column(name: str) -> Column:
 
 class ColumnList:
     """Columns (or column names) handed to the JVM once, as one sequence: a ``select`` of them
-    then costs one call into the JVM. ``DataFrame.select`` converts its list on every call,
-    one call per column (py4j adds a list's items one by one), and a call costs 0.1-1 ms on
-    2 busy cores: hundreds per ``--follow`` round. Expressions name their columns, so one list
-    serves every frame that has them; it lives in the session's JVM, like the expressions
-    ``replay.expression_cache`` keeps."""
+    then costs one call into the JVM (``DataFrame.select`` converts its list at every call, a
+    py4j call per column, each 0.1-1 ms on 2 busy cores: hundreds per ``--follow`` round). One
+    list serves every frame with those columns; it lives in the session's JVM, like the
+    expressions ``replay.expression_cache`` keeps."""
 
     def __init__(self, columns: Sequence[Column | str]) -> None:
         context = pyspark.SparkContext._active_spark_context

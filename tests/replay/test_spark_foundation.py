@@ -125,3 +125,23 @@ def test_python_workers_read_sparks_own_archives_once(spark: Any, tmp_path: Path
         Path(directory).mkdir()
     found = spark.sparkContext.parallelize(directories, 2).map(_zip_probe).collect()
     assert found == [("serve_python_workers.<locals>.invalidate_others", True)] * 2
+
+
+def test_column_calls_send_no_python_call_site(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session has PySpark's DataFrame debugging off: a Column call is its own calls into the
+    JVM, without five more to record its Python call site (half a cold rebuild's py4j calls)."""
+    from replay.spark import F
+
+    client = spark.sparkContext._gateway._gateway_client
+    commands: list[str] = []
+    send = client.send_command
+
+    def recorded(command: str, *args: Any, **kwargs: Any) -> Any:
+        commands.append(command)
+        return send(command, *args, **kwargs)
+
+    monkeypatch.setattr(client, "send_command", recorded)
+    column = (F.col("amount").cast("long") + F.lit(1)).alias("next")
+    monkeypatch.undo()
+    assert "next" in str(column) and commands
+    assert not [c for c in commands if "PySparkCurrentOrigin" in c], commands
