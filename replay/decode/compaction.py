@@ -128,6 +128,12 @@ class Rebuild:
     truncates: DataFrame
     bad: DataFrame
     schema: TopicSchema
+    live: int | None = None
+    """How many keyed live images the decode held (``Survey.live``), if counted."""
+
+    def rows_at_most(self, bound: int) -> int:
+        """At most how many ``rows()`` there are, given another ``bound`` on them."""
+        return bound if self.live is None else min(bound, self.live)
 
     def rows(self) -> DataFrame:
         """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
@@ -167,11 +173,13 @@ def decoded_latest(
 class Survey(NamedTuple):
     """What ``survey`` found in ``decoded_latest`` output: a record that may be a truncate, one
     that did not decode, a keyed live image that may lack an unchanged TOAST value
-    (``Rebuild.lacks_values`` then says for sure)."""
+    (``Rebuild.lacks_values`` then says for sure); ``live``: how many keyed live images it
+    holds, at least the rebuilt table's rows (None: not counted)."""
 
     candidates: bool
     rejected: bool
     lacking: bool
+    live: int | None = None
 
 
 ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
@@ -182,8 +190,11 @@ def survey(decoded: DataFrame) -> Survey:
     """``Survey`` of ``decoded_latest`` output (one Spark job)."""
     lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
-    row = decoded.agg(*found).first()
-    return Survey(*(bool(v) for v in row)) if row else Survey(False, False, False)
+    live = ~F.col(CANDIDATE) & F.col(ERROR).isNull() & _live()
+    row = decoded.agg(*found, F.count(F.when(live, True))).first()
+    if row is None:
+        return Survey(False, False, False, 0)
+    return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]))
 
 
 def rebuild_table(decoded: DataFrame, schema: TopicSchema, found: Survey = ANYTHING) -> Rebuild:
@@ -220,4 +231,4 @@ def rebuild_table(decoded: DataFrame, schema: TopicSchema, found: Survey = ANYTH
             F.lit(None).cast(T.LongType()).alias(TRUNCATE_OFFSET),
             F.lit(None).cast(T.StringType()).alias(TRUNCATE_POS),
         )  # fmt: skip
-    return Rebuild(changes, truncates, bad, schema)
+    return Rebuild(changes, truncates, bad, schema, found.live)

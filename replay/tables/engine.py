@@ -231,7 +231,7 @@ class ReplayEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         persisted: list[DataFrame] = []
         rows: Callable[[], DataFrame]
-        rebuilt = None
+        rebuilt, most = None, plan.span
         if not job.stop.is_source_position:
             # Compacted and decoded in one job: the bad-record check and the write read it.
             decoded, persisted, found = persisted_decode(self.spark, self.stream.url, plan, schema)
@@ -245,15 +245,15 @@ class ReplayEngine:
             cut = job.stop if job.stop.is_source_position else None
             changes = batch_changes(records, schema, cut=cut, straddling=self._straddling)
             bad, rows = changes.bad, lambda: changes.changes.where(F.col(OP) == OP_UPSERT)
-        else:
-            bad, rows = rebuilt.bad, rebuilt.rows  # rows() after the check: decoded is cached
+        else:  # rows() after the check: decoded is cached
+            bad, rows, most = rebuilt.bad, rebuilt.rows, rebuilt.rows_at_most(most)
         try:
             result.bad += handle_bad_records(
                 self.sink, bad, job.on_error, plan.stop_positions, spec.name
             )
             columns = [c.name for c in schema.columns]
             return self.sink.replace(
-                spec, rows().select(*columns, POS), plan.stop_positions, rows_at_most=plan.span
+                spec, rows().select(*columns, POS), plan.stop_positions, rows_at_most=most
             )
         finally:
             for frame in persisted:

@@ -16,6 +16,7 @@ from cdc.processor import EventProcessor, ProcessorConfig
 from cdc.streams.local import LocalLog
 from replay.progress import ReplayProgress
 from replay.reading.bounds import Bound, BoundKind
+from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.registry import open_sink
 from replay.tables.engine import ReplayEngine, ReplayJob
 from replay.verify import verify_tables
@@ -96,6 +97,31 @@ def test_replay_into_duckdb_and_delta(
     assert report.equal, report.render()
     duck.close()
     delta.close()
+
+
+def test_a_rebuild_bounds_its_write_by_the_live_images_it_decoded(
+    log: LocalLog, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full rebuild tells the sink how many rows it writes at most: the keyed live images its
+    compaction kept (its survey counts them), not the records it read. DuckDB stages a table
+    bounded within ``ARROW_ROWS`` as Arrow."""
+    events = payments(600, seed=5)
+    process(log, events)
+    bounds: list[int | None] = []
+    staged = DuckDBSink._staged
+
+    def spied(self: DuckDBSink, df: Any, fields: Any, rows_at_most: int | None) -> Any:
+        bounds.append(rows_at_most)
+        return staged(self, df, fields, rows_at_most)
+
+    monkeypatch.setattr(DuckDBSink, "_staged", spied)
+    sink = open_sink(f"duckdb://{tmp_path}/bounded.duckdb", spark)
+    (result,) = ReplayEngine(spark, log, sink).run(ReplayJob((TOPIC,)))
+    assert result.mode == "rebuild" and result.span >= len(events)
+    totals = as_totals(sink.read(result.table).collect())
+    assert totals == expected_totals(events)
+    assert bounds == [len(totals)] and len(totals) < len(events)
+    sink.close()
 
 
 def test_a_catch_up_reads_the_ledger_once_before_it_writes(
