@@ -103,7 +103,7 @@ def persisted_decode(
     where a compaction task would go over its memory budget."""
     decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
     try:
-        return decoded, [decoded], survey(decoded)
+        return decoded, [decoded], survey(decoded, schema)
     except Exception as error:  # a Spark job's error names its cause only in its text
         decoded.unpersist()
         if not is_over_budget(error):
@@ -115,7 +115,7 @@ def persisted_decode(
     broadcast = broadcasts_winners(spark, newest)
     latest = latest_records(records, newest, broadcast=broadcast).persist()
     decoded = decoded_latest(latest, schema).persist()
-    return decoded, [newest, latest, decoded], survey(decoded)
+    return decoded, [newest, latest, decoded], survey(decoded, schema)
 
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:

@@ -17,6 +17,7 @@ the truncate joins when no record may be a truncate, and the bad records when no
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -42,7 +43,7 @@ from replay.decode.truncates import (
     truncate_offsets,
 )
 from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
-from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes
+from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes, named_column
 
 CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
 LIVE_OFFSET, LIVE_VALUE = "__live_offset", "__live_value"
@@ -128,12 +129,13 @@ class Rebuild:
     truncates: DataFrame
     bad: DataFrame
     schema: TopicSchema
-    live: int | None = None
-    """How many keyed live images the decode held (``Survey.live``), if counted."""
+    found: Survey | None = None
+    """What the survey of the decode found (``live``, ``live_bytes`` bound the rows)."""
 
-    def rows_at_most(self, bound: int) -> int:
-        """At most how many ``rows()`` there are, given another ``bound`` on them."""
-        return bound if self.live is None else min(bound, self.live)
+    def bounds(self, rows_at_most: int) -> dict[str, int | None]:
+        """The sink's bounds on ``rows()`` (``Sink.replace``), given another on its rows."""
+        found = self.found or ANYTHING
+        return write_bounds(rows_at_most, found.live, found.live_bytes)
 
     def rows(self) -> DataFrame:
         """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
@@ -147,6 +149,14 @@ class Rebuild:
         (unchanged TOAST): its value is in an older record, which compaction dropped (a Spark
         job; an image of a key kept in several partitions counts even if not the newest)."""
         return bool(self.changes.where(_live() & (F.size(UNAVAILABLE) > 0)).limit(1).count())
+
+
+def write_bounds(
+    rows_at_most: int, live: int | None = None, live_bytes: int | None = None
+) -> dict[str, int | None]:
+    """``Sink.replace``'s bounds on a frame of at most ``rows_at_most`` rows, or ``live``."""
+    rows = rows_at_most if live is None else min(rows_at_most, live)
+    return {"rows_at_most": rows, "bytes_at_most": live_bytes}
 
 
 def _live() -> Column:
@@ -174,27 +184,58 @@ class Survey(NamedTuple):
     """What ``survey`` found in ``decoded_latest`` output: a record that may be a truncate, one
     that did not decode, a keyed live image that may lack an unchanged TOAST value
     (``Rebuild.lacks_values`` then says for sure); ``live``: how many keyed live images it
-    holds, at least the rebuilt table's rows (None: not counted)."""
+    holds, at least the rebuilt table's rows, and ``live_bytes`` about how much memory their
+    columns take as Arrow (``arrow_bytes``; None: not counted)."""
 
     candidates: bool
     rejected: bool
     lacking: bool
     live: int | None = None
+    live_bytes: int | None = None
 
 
 ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
 """No survey: look for everything."""
 
 
-def survey(decoded: DataFrame) -> Survey:
-    """``Survey`` of ``decoded_latest`` output (one Spark job)."""
+def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
+    """``Survey`` of ``decoded_latest`` output (one Spark job); ``live_bytes`` with ``schema``,
+    the table's columns (and ``__pos``)."""
     lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
     live = ~F.col(CANDIDATE) & F.col(ERROR).isNull() & _live()
-    row = decoded.agg(*found, F.count(F.when(live, True))).first()
+    found.append(F.count(F.when(live, True)))
+    names = [*(c.name for c in schema.columns), POS] if schema else []
+    size = arrow_bytes(decoded.schema, names) if schema else None
+    found.append(F.sum(F.when(live, size)) if size is not None else F.lit(None))
+    row = decoded.agg(*found).first()
     if row is None:
         return Survey(False, False, False, 0)
-    return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]))
+    return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]),
+                  None if size is None else int(row[4] or 0))  # fmt: skip
+
+
+_ARROW_WIDTHS: dict[type, int] = {
+    T.BooleanType: 1, T.ByteType: 1, T.ShortType: 2, T.IntegerType: 4, T.FloatType: 4,
+    T.DateType: 4, T.DecimalType: 16,
+}  # fmt: skip
+"""Bytes of a fixed-width value as Arrow, where not 8 (a boolean's is a bit: a byte is near)."""
+
+
+def arrow_bytes(schema: T.StructType, names: Sequence[str]) -> Column | None:
+    """About how many bytes a row's ``names`` columns of ``schema`` take as Arrow: a string's
+    or binary's bytes and its 4-byte offset, a fixed width otherwise (a decimal's 16); None
+    for a nested column."""
+    size: Column = F.lit(0)
+    for field in (schema[n] for n in names):
+        kind = field.dataType
+        if isinstance(kind, T.StringType | T.BinaryType):
+            size = size + F.coalesce(F.octet_length(named_column(field.name)), F.lit(0)) + 4
+        elif isinstance(kind, T.ArrayType | T.MapType | T.StructType):
+            return None
+        else:
+            size = size + _ARROW_WIDTHS.get(type(kind), 8)
+    return size
 
 
 def rebuild_table(decoded: DataFrame, schema: TopicSchema, found: Survey = ANYTHING) -> Rebuild:
@@ -231,4 +272,4 @@ def rebuild_table(decoded: DataFrame, schema: TopicSchema, found: Survey = ANYTH
             F.lit(None).cast(T.LongType()).alias(TRUNCATE_OFFSET),
             F.lit(None).cast(T.StringType()).alias(TRUNCATE_POS),
         )  # fmt: skip
-    return Rebuild(changes, truncates, bad, schema, found.live)
+    return Rebuild(changes, truncates, bad, schema, found)

@@ -106,10 +106,11 @@ class DeltaSink:
 
     def replace(
         self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
-        rows_at_most: int | None = None,
+        rows_at_most: int | None = None, bytes_at_most: int | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
         """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones
-        (a tombstone table that is not there yet is left to the first merge that has some)."""
+        (a tombstone table that is not there yet is left to the first merge that has some).
+        Spark writes the files whatever the frame's size: the bounds change nothing."""
         data = rules.row_columns(spec, rows.columns)
         planned = self._plan(spec.name, "replace", positions)
         if planned is None:

@@ -20,7 +20,7 @@ from cdc.streams.protocol import TopicPartition
 from projections import IncrementalPlan
 from projections.sql.syntax import DUCKDB
 from replay.sinks.duckdb_files import table_exists
-from replay.sinks.duckdb_sink import DuckDBSink, _literal
+from replay.sinks.duckdb_sink import DuckDBSink, _literal, fits_arrow
 from replay.sinks.duckdb_store import LEDGER, clears_table, quote
 from replay.sinks.duckdb_types import restored_column
 from replay.sinks.ledger import VersionUnavailableError, now_ms, plan_positions
@@ -183,7 +183,7 @@ class DuckDBProjectionStore:
         """Stage ``df`` (as the sink stages its writes); yields a function loading it into the
         temp table ``temp`` (called inside the transaction)."""
         fields = [df.schema[c] for c in df.columns]
-        with self.sink._staged(df, fields, rows_at_most) as staged:
+        with self.sink._staged(df, fields, fits_arrow(rows_at_most)) as staged:
             restored = ", ".join(restored_column(f) for f in fields)
             yield lambda: self.conn.execute(
                 f"CREATE OR REPLACE TEMP TABLE {temp} AS SELECT {restored} FROM {staged(self.conn)}"

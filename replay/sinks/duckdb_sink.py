@@ -37,6 +37,10 @@ from replay.spark import DataFrame, F, SparkSession, T
 ARROW_ROWS = 100_000
 """Frames bounded to at most this many rows are handed to DuckDB as Arrow (one collect into the
 driver); larger or unbounded ones as Parquet files, which need no driver memory."""
+ARROW_BYTES = 256 * 2**20
+"""A table replaced with rows of at most this many bytes (as the caller estimates them) is
+handed over as Arrow too, however many rows: 1 M rows of the benchmark's table (84 MB) load
+~1 s faster than through Parquet (``bench/README.md``)."""
 PRECHECK_REUSE_S = 5.0
 """A ledger entry this process read or wrote this recently serves a batch's pre-check (the
 write's transaction checks the ledger again, so a stale one costs a wasted staging, no more)."""
@@ -117,7 +121,7 @@ class DuckDBSink:
 
     def replace(
         self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
-        rows_at_most: int | None = None,
+        rows_at_most: int | None = None, bytes_at_most: int | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
         """Recreate the table from ``rows`` in one transaction; None if the ledger covers it."""
         data = row_columns(spec, rows.columns)
@@ -127,7 +131,8 @@ class DuckDBSink:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
         fields = [rows.schema[c] for c in [*data, POS]]
         schema = T.StructType(fields[:-1])
-        with self._staged(rows, fields, rows_at_most) as staged, self.session(write=True) as store:
+        arrow = fits_arrow(rows_at_most, bytes_at_most)
+        with self._staged(rows, fields, arrow) as staged, self.session(write=True) as store:
             assert store is not None
             source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
             columns = column_definitions(schema)
@@ -144,7 +149,7 @@ class DuckDBSink:
             return None
         fields = [changes.schema[c] for c in [*data, *META_COLUMNS]]
         schema = T.StructType(fields[: len(data)])
-        staging = self._staged(changes, fields, rows_at_most)
+        staging = self._staged(changes, fields, fits_arrow(rows_at_most))
         with staging as staged, self.session(write=True) as store:
             assert store is not None
             source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
@@ -211,12 +216,12 @@ class DuckDBSink:
 
     @contextmanager
     def _staged(
-        self, df: DataFrame, fields: Sequence[T.StructField], rows_at_most: int | None
+        self, df: DataFrame, fields: Sequence[T.StructField], arrow: bool
     ) -> Iterator[Staged]:
-        """Run ``df``'s job and stage ``fields`` of it, as Arrow when ``rows_at_most`` is within
-        ``ARROW_ROWS``, else as Parquet files (see the module doc)."""
+        """Run ``df``'s job and stage ``fields`` of it, as one Arrow table if ``arrow``, else
+        as Parquet files (see the module doc)."""
         columns = df.select(*staged_columns(fields))
-        if rows_at_most is not None and rows_at_most <= ARROW_ROWS:
+        if arrow:
             table = columns.toArrow()
             name = f"__replicator_arrow_{next(_arrow_names)}"
 
@@ -239,6 +244,14 @@ class DuckDBSink:
             yield scratch
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def fits_arrow(rows_at_most: int | None, bytes_at_most: int | None = None) -> bool:
+    """Whether a frame so bounded is handed to DuckDB as Arrow (``ARROW_ROWS``,
+    ``ARROW_BYTES``)."""
+    if rows_at_most is not None and rows_at_most <= ARROW_ROWS:
+        return True
+    return bytes_at_most is not None and bytes_at_most <= ARROW_BYTES
 
 
 def _literal(path: Path) -> str:

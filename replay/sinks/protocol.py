@@ -86,12 +86,14 @@ class Sink(Protocol):
         ...
 
     def replace(
-        self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None
-    ) -> LedgerEntry | None:
+        self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None,
+        bytes_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         """Replace the table's contents with ``rows`` (a DataFrame of final images, no meta
         columns) in one bulk write, recording ``positions``; None if already at them.
         ``rows_at_most``: a bound on the frame's rows, when the caller knows one (a sink may
-        then hand a small frame over in memory rather than through files)."""
+        then hand a small frame over in memory rather than through files); ``bytes_at_most``:
+        about how much memory its values take (Arrow's layout), when the caller knows."""
         ...
 
     def merge(

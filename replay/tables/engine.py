@@ -22,7 +22,7 @@ from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import TXN, UNAVAILABLE, decode_native
 from replay.decode.compacted_read import persisted_decode
-from replay.decode.compaction import rebuild_table
+from replay.decode.compaction import rebuild_table, write_bounds
 from replay.decode.cut import judged_transactions, records_at_or_before, straddling
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
@@ -231,7 +231,7 @@ class ReplayEngine:
     ) -> LedgerEntry | None:  # fmt: skip
         persisted: list[DataFrame] = []
         rows: Callable[[], DataFrame]
-        rebuilt, most = None, plan.span
+        rebuilt, bounds = None, write_bounds(plan.span)
         if not job.stop.is_source_position:
             # Compacted and decoded in one job: the bad-record check and the write read it.
             decoded, persisted, found = persisted_decode(self.spark, self.stream.url, plan, schema)
@@ -246,14 +246,14 @@ class ReplayEngine:
             changes = batch_changes(records, schema, cut=cut, straddling=self._straddling)
             bad, rows = changes.bad, lambda: changes.changes.where(F.col(OP) == OP_UPSERT)
         else:  # rows() after the check: decoded is cached
-            bad, rows, most = rebuilt.bad, rebuilt.rows, rebuilt.rows_at_most(most)
+            bad, rows, bounds = rebuilt.bad, rebuilt.rows, rebuilt.bounds(plan.span)
         try:
             result.bad += handle_bad_records(
                 self.sink, bad, job.on_error, plan.stop_positions, spec.name
             )
             columns = [c.name for c in schema.columns]
             return self.sink.replace(
-                spec, rows().select(*columns, POS), plan.stop_positions, rows_at_most=most
+                spec, rows().select(*columns, POS), plan.stop_positions, **bounds
             )
         finally:
             for frame in persisted:

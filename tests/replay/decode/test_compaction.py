@@ -15,6 +15,7 @@ from replay.decode.compaction import (
     ANYTHING,
     WINNER_BROADCAST_BYTES,
     Survey,
+    arrow_bytes,
     broadcasts_winners,
     decoded_latest,
     latest_records,
@@ -24,7 +25,7 @@ from replay.decode.compaction import (
 )
 from replay.decode.fallback import decode_python
 from replay.decode.schema import TopicSchema
-from replay.spark import driver_heap_bytes
+from replay.spark import T, driver_heap_bytes
 from tests.replay.decode.conftest import ACCOUNTS, Changelog, account, comparable, raw_frame
 
 pytestmark = pytest.mark.integration
@@ -208,3 +209,18 @@ def test_winners_are_broadcast_up_to_the_driver_heaps_share(
 def _plan(frame: Any) -> str:
     """The physical plan of ``frame``: shows whether it reads a persisted frame."""
     return str(frame._jdf.queryExecution().executedPlan().toString())
+
+
+def test_arrow_bytes_sum_flat_columns_and_give_up_on_nested_ones(spark: Any) -> None:
+    """A string's bytes and offset, a long's 8, a decimal's 16, an int's 4; a nested column has
+    no estimate."""
+    schema = T.StructType([
+        T.StructField("s", T.StringType()), T.StructField("n", T.LongType()),
+        T.StructField("d", T.DecimalType(10, 2)), T.StructField("i", T.IntegerType()),
+        T.StructField("a", T.ArrayType(T.LongType())),
+    ])  # fmt: skip
+    frame = spark.createDataFrame([("héllo", 1, None, 2, [1]), (None, 3, None, None, None)], schema)
+    size = arrow_bytes(frame.schema, ["s", "n", "d", "i"])
+    assert size is not None
+    assert [r[0] for r in frame.select(size).collect()] == [6 + 4 + 8 + 16 + 4, 4 + 8 + 16 + 4]
+    assert arrow_bytes(frame.schema, ["s", "a"]) is None

@@ -30,7 +30,7 @@ class BoundedWrites:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sink, name)
 
-    def replace(self, spec: Any, rows: Any, positions: Any, *, rows_at_most: Any = None) -> Any:
+    def replace(self, spec: Any, rows: Any, positions: Any, **_bounds: Any) -> Any:
         return self.sink.replace(spec, rows, positions, rows_at_most=self.rows_at_most)
 
     def merge(self, spec: Any, changes: Any, positions: Any, *, rows_at_most: Any = None) -> Any:

@@ -68,10 +68,13 @@ class ReportingSink:
         return self.sink.positions(table)
 
     def replace(
-        self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None
-    ) -> LedgerEntry | None:
+        self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None,
+        bytes_at_most: int | None = None,
+    ) -> LedgerEntry | None:  # fmt: skip
         return self._write(
-            lambda: self.sink.replace(spec, rows, positions, rows_at_most=rows_at_most)
+            lambda: self.sink.replace(
+                spec, rows, positions, rows_at_most=rows_at_most, bytes_at_most=bytes_at_most
+            )
         )
 
     def merge(

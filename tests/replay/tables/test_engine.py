@@ -16,6 +16,7 @@ from cdc.processor import EventProcessor, ProcessorConfig
 from cdc.streams.local import LocalLog
 from replay.progress import ReplayProgress
 from replay.reading.bounds import Bound, BoundKind
+from replay.sinks import duckdb_files, duckdb_sink
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.registry import open_sink
 from replay.tables.engine import ReplayEngine, ReplayJob
@@ -99,28 +100,42 @@ def test_replay_into_duckdb_and_delta(
     delta.close()
 
 
+@pytest.mark.parametrize("arrow_bytes", [2**30, 1], ids=["arrow", "parquet"])
 def test_a_rebuild_bounds_its_write_by_the_live_images_it_decoded(
-    log: LocalLog, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    log: LocalLog, spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arrow_bytes: int
 ) -> None:
-    """A full rebuild tells the sink how many rows it writes at most: the keyed live images its
-    compaction kept (its survey counts them), not the records it read. DuckDB stages a table
-    bounded within ``ARROW_ROWS`` as Arrow."""
+    """A full rebuild tells the sink how many rows it writes at most and how many bytes their
+    values take: the keyed live images its compaction kept (its survey counts them), not the
+    records it read. DuckDB stages them as Arrow within ``ARROW_BYTES`` (whatever
+    ``ARROW_ROWS``), else as Parquet files."""
     events = payments(600, seed=5)
     process(log, events)
-    bounds: list[int | None] = []
-    staged = DuckDBSink._staged
+    monkeypatch.setattr(duckdb_sink, "ARROW_ROWS", 0)
+    monkeypatch.setattr(duckdb_sink, "ARROW_BYTES", arrow_bytes)
+    bounds: list[dict[str, Any]] = []
+    staged_as: list[bool] = []
+    replace, staged = DuckDBSink.replace, DuckDBSink._staged
 
-    def spied(self: DuckDBSink, df: Any, fields: Any, rows_at_most: int | None) -> Any:
-        bounds.append(rows_at_most)
-        return staged(self, df, fields, rows_at_most)
+    def spied_replace(self: DuckDBSink, spec: Any, rows: Any, at: Any, **given: Any) -> Any:
+        bounds.append(given)
+        return replace(self, spec, rows, at, **given)
 
-    monkeypatch.setattr(DuckDBSink, "_staged", spied)
-    sink = open_sink(f"duckdb://{tmp_path}/bounded.duckdb", spark)
+    def spied_staged(self: DuckDBSink, df: Any, fields: Any, arrow: bool) -> Any:
+        staged_as.append(arrow)
+        return staged(self, df, fields, arrow)
+
+    monkeypatch.setattr(DuckDBSink, "replace", spied_replace)
+    monkeypatch.setattr(DuckDBSink, "_staged", spied_staged)
+    sink = DuckDBSink(tmp_path / "bounded.duckdb", spark)
     (result,) = ReplayEngine(spark, log, sink).run(ReplayJob((TOPIC,)))
     assert result.mode == "rebuild" and result.span >= len(events)
-    totals = as_totals(sink.read(result.table).collect())
-    assert totals == expected_totals(events)
-    assert bounds == [len(totals)] and len(totals) < len(events)
+    rows = sink.read(result.table).collect()
+    assert as_totals(rows) == expected_totals(events)
+    # As Arrow: each string's bytes and offset, 8 for the count, 16 for the decimal.
+    sql = f"SELECT sum(strlen(customer_id) + strlen(__pos) + 8) FROM {result.table}"
+    ((values,),) = duckdb_files.query(sink.path, sql)[1]
+    assert bounds == [{"rows_at_most": len(rows), "bytes_at_most": values + 24 * len(rows)}]
+    assert len(rows) < len(events) and staged_as == [arrow_bytes > 1]
     sink.close()
 
 
