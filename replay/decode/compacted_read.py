@@ -43,7 +43,7 @@ from replay.decode.schema import TopicSchema
 from replay.decode.truncates import TRUNCATE_KEYS
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.reading.sources import read_records
-from replay.spark import DataFrame, SparkSession, T
+from replay.spark import DataFrame, SparkSession, T, session_confs
 
 LATEST_SCHEMA = T.StructType(
     [
@@ -92,6 +92,12 @@ def compacted_records(
     rdd = spark.sparkContext.parallelize(ranges, len(ranges)).flatMap(compact)
     return spark.createDataFrame(rdd, LATEST_SCHEMA, verifySchema=False)
 
+UNCOMPRESSED_CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
+"""The one-job rebuild's decode is cached as it is: the survey, the bad-record check and the
+write read it within the rebuild, then it is dropped. Its columns' compressibility statistics
+(a hash of every string value, per column and batch) cost ~2 s of a first 10 M rebuild's 27 s;
+the cache is ~1.45x as large (17.2 MB against 11.9 MB for 98,000 rows, ``bench/README.md``)."""
+
 
 def persisted_decode(
     spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
@@ -100,8 +106,10 @@ def persisted_decode(
     frames to unpersist after; and what ``compaction.survey`` finds in the decode, whose job
     fills the cache. In one job that reads, compacts and decodes (the compacted values are never
     cached), or by the two Spark passes over the plan's records (read by ``reading.sources``)
-    where a compaction task would go over its memory budget."""
-    decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
+    where a compaction task would go over its memory budget. The one-job cache is not
+    compressed (``UNCOMPRESSED_CACHE``)."""
+    with session_confs(spark, UNCOMPRESSED_CACHE):  # taken by the cache as it is declared
+        decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
     try:
         return decoded, [decoded], survey(decoded, schema)
     except Exception as error:  # a Spark job's error names its cause only in its text

@@ -17,7 +17,7 @@ from replay.decode.compacted_read import (
     is_over_budget,
     persisted_decode,
 )
-from replay.decode.compaction import Survey, latest_records, rebuild_table
+from replay.decode.compaction import Survey, decoded_latest, latest_records, rebuild_table
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay
 from replay.reading.sources import read_records
@@ -77,6 +77,30 @@ def test_one_read_equals_the_two_passes_and_rebuilds_the_table(
     assert rows == [comparable(table[k]) for k in sorted(table)]
     assert rebuild.truncates.count() == log.partitions and rebuild.bad.count() == 0
     decoded.unpersist()
+
+
+def _cached_bytes(spark: Any, besides: set[int]) -> int:
+    """The memory of the cached RDDs other than those of ids ``besides``."""
+    infos = spark.sparkContext._jsc.sc().getRDDStorageInfo()
+    return sum(i.memSize() for i in infos if i.id() not in besides)
+
+
+def test_the_decode_is_cached_without_compression(
+    spark: Any, history_stream: tuple[EventStream, Changelog, dict[int, dict[str, Any]]]
+) -> None:
+    """The rebuild's cache of its decode skips the columns' compression (the session's
+    setting is left as it was): larger than the same rows cached compressed."""
+    stream, log, _ = history_stream
+    plan = _plan(stream, log.topic)
+    cached = {i.id() for i in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
+    decoded, _, _ = persisted_decode(spark, stream.url, plan, _schema(log))
+    assert spark.conf.get("spark.sql.inMemoryColumnarStorage.compressed") == "true"
+    plain = _cached_bytes(spark, cached)
+    decoded.unpersist(blocking=True)
+    again = decoded_latest(compacted_records(spark, stream.url, plan), _schema(log)).persist()
+    assert again.count() == decoded.count()
+    assert 0 < _cached_bytes(spark, cached) < plain
+    again.unpersist(blocking=True)
 
 
 def test_a_task_over_its_budget_names_its_partition(
