@@ -92,6 +92,7 @@ def compacted_records(
     rdd = spark.sparkContext.parallelize(ranges, len(ranges)).flatMap(compact)
     return spark.createDataFrame(rdd, LATEST_SCHEMA, verifySchema=False)
 
+
 UNCOMPRESSED_CACHE = {"spark.sql.inMemoryColumnarStorage.compressed": "false"}
 """The one-job rebuild's decode is cached as it is: the survey, the bad-record check and the
 write read it within the rebuild, then it is dropped. Its columns' compressibility statistics

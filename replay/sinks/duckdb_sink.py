@@ -2,12 +2,13 @@
 
 Spark DataFrames reach DuckDB inside the write's transaction, without per-row inserts: a frame
 the caller bounds to at most ``ARROW_ROWS`` rows (a ``--follow`` round, a small catch-up, the
-rebuild of a table of as many live keys) as one Arrow table collected from Spark, any other as
-Parquet files Spark writes in bulk next to the database (DuckDB reads them with
-``read_parquet``). Every write is one DuckDB transaction holding the data, the tombstones and
-the ledger rows (:mod:`replay.sinks.duckdb_store`), so exactly-once follows: a batch whose
-positions the ledger covers is skipped, and a crash rolls back to the last checkpoint. DuckDB
-keeps only the current version of a table; ``history()`` lists checkpoints.
+rebuild of a table of as many live keys), or a replacing frame whose values it estimates within
+``ARROW_BYTES`` (a rebuild's), as one Arrow table collected from Spark, any other as Parquet
+files Spark writes in bulk next to the database (DuckDB reads them with ``read_parquet``).
+Every write is one DuckDB transaction holding the data, the tombstones and the ledger rows
+(:mod:`replay.sinks.duckdb_store`), so exactly-once follows: a batch whose positions the ledger
+covers is skipped, and a crash rolls back to the last checkpoint. DuckDB keeps only the current
+version of a table; ``history()`` lists checkpoints.
 
 The file is open only during one write or one read (:mod:`replay.sinks.duckdb_files`): other
 processes can read the tables between two batches, and reading a missing database creates nothing.
