@@ -205,8 +205,7 @@ def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
     live = ~F.col(CANDIDATE) & F.col(ERROR).isNull() & _live()
     found.append(F.count(F.when(live, True)))
-    names = [*(c.name for c in schema.columns), POS] if schema else []
-    size = arrow_bytes(decoded.schema, names) if schema else None
+    size = arrow_bytes(decoded.schema, [*(c.name for c in schema.columns), POS]) if schema else None
     found.append(F.sum(F.when(live, size)) if size is not None else F.lit(None))
     row = decoded.agg(*found).first()
     if row is None:
