@@ -30,33 +30,15 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+from cdc.runtime import class_archive as archives
 from cdc.runtime import jars
-from replay import class_archive, driver_jit
+from replay import class_archive, driver_jvm
 
 __all__ = [
     "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError", "PySparkException", "SparkSession",
     "T", "Window", "driver_heap_bytes", "local_frame", "named_column", "quoted_name",
     "session_confs", "spark_session",
 ]  # fmt: skip
-
-_LOG4J2 = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-logger.kafka.name = org.apache.kafka
-logger.kafka.level = error
-logger.native.name = org.apache.hadoop.util.NativeCodeLoader
-logger.native.level = error
-logger.delta.name = org.apache.spark.sql.delta
-logger.delta.level = warn
-logger.tasksize.name = org.apache.spark.scheduler.TaskSetManager
-logger.tasksize.level = error
-"""
-
 
 _SECRET_OPTIONS = r"(?i)url|password|jaas|ssl\.keystore\.key|ssl\.truststore\.certificates"
 DELTA_CHECKPOINT_INTERVAL = 100
@@ -76,10 +58,17 @@ def spark_jars() -> list[Path]:
     return jars.resolve("spark-extras", extra_exclusions=shipped)
 
 
+def driver_classpath_first() -> list[Path]:
+    """Jars put before the driver's classpath: unsigned copies of the signed jars pyspark ships
+    (``cdc.runtime.class_archive.unsigned_copies``), whose classes an archive can then hold."""
+    return archives.unsigned_copies(sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")))
+
+
 def driver_class_archive() -> Path:
     """The driver's class archive for this ``java`` and jars (:mod:`replay.class_archive`)."""
     shipped = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    return class_archive.archive_path(jars.java_executable(), [*shipped, *spark_jars()])
+    classpath = [*driver_classpath_first(), *shipped, *spark_jars()]
+    return class_archive.archive_path(jars.java_executable(), classpath)
 
 
 def spark_session(
@@ -96,13 +85,6 @@ def spark_session(
         # Python workers default to `python3` from PATH, which lacks this package (and imports
         # it only by luck of the working directory): use the driver's interpreter.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    log4j = jars.cache_dir() / "spark-log4j2.properties"
-    log4j.parent.mkdir(parents=True, exist_ok=True)
-    log4j.write_text(_LOG4J2)
-    extra_java = os.environ.get("REPLICATOR_JAVA_OPTIONS", "").strip()
-    java_opts = f"-Dlog4j2.configurationFile=file:{log4j} {extra_java}".rstrip()
-    jit = driver_jit.driver_jit_options()  # before the user's options, which then win
-    driver_opts = " ".join([*jit, java_opts, *class_archive.driver_options(archive)])
     builder = (
         SparkSession.builder.master(chosen)
         .appName(app_name)
@@ -111,8 +93,9 @@ def spark_session(
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
-        .config("spark.driver.extraJavaOptions", driver_opts)
-        .config("spark.executor.extraJavaOptions", java_opts)
+        .config("spark.driver.extraJavaOptions", driver_jvm.driver_options(archive))
+        .config("spark.driver.extraClassPath", os.pathsep.join(map(str, driver_classpath_first())))
+        .config("spark.executor.extraJavaOptions", driver_jvm.java_options())
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")

@@ -12,7 +12,8 @@ from tests.conftest import REPO_ROOT
 
 PACKAGES = ("cdc", "projections", "replay")
 REPLAY_LAYERS = (
-    {"class_archive"},
+    {"class_archive", "driver_jit"},
+    {"driver_jvm"},
     {"spark", "progress"},
     {"expression_cache"},
     {"reading", "sinks", "verify"},
@@ -39,6 +40,10 @@ def _imports() -> dict[Path, set[str]]:
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                     found[path.relative_to(REPO_ROOT)].add(node.module)
+                    if node.module in PACKAGES:  # ``from replay import spark``: its modules
+                        found[path.relative_to(REPO_ROOT)].update(
+                            f"{node.module}.{a.name}" for a in node.names
+                        )
                 elif isinstance(node, ast.Import):
                     found[path.relative_to(REPO_ROOT)].update(a.name for a in node.names)
     return found

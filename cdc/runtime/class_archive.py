@@ -6,16 +6,21 @@ from an archive instead. ``replicator jars`` trains one per JVM kind, once: a wo
 JVM started with ``-XX:ArchiveClassesAtExit``, which writes the classes it loaded when it exits;
 later JVMs of that kind start with ``-XX:SharedArchiveFile``. An archive is named after what it
 was made from (the ``java`` binary, every jar on the classpath): another JDK or jar set trains
-its own, and a JVM that cannot use one starts without it, silently. A JDK feature: nothing to
-install. ``REPLICATOR_CLASS_ARCHIVE=off`` turns training and use off.
+its own, and a JVM that cannot use one starts without it, silently. No archive holds a class of
+a signed jar: ``unsigned_copies`` makes copies to put first. A JDK feature: nothing to install.
+``REPLICATOR_CLASS_ARCHIVE=off`` turns training and use off.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import signal
+import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
@@ -24,6 +29,7 @@ from cdc.runtime import jars
 
 SWITCH_ENV = "REPLICATOR_CLASS_ARCHIVE"
 _QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # thousands of "skipped class" warnings
+_SIGNATURE = re.compile(r"^META-INF/[^/]+\.(?:SF|RSA|DSA|EC)$", re.IGNORECASE)
 
 Workload = Callable[[Path, TextIO], int]
 """Runs a JVM started with ``dump_options(path)``, writing its output to the file; returns its
@@ -44,6 +50,42 @@ def archive_path(kind: str, java: str, classpath: Sequence[Path]) -> Path:
     )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return jars.cache_dir() / "jvm" / f"{kind}-classes-{digest}.jsa"
+
+
+def unsigned_copies(classpath: Sequence[Path]) -> list[Path]:
+    """Unsigned copies of the signed jars of ``classpath``, to put before it: HotSpot never
+    archives a class of a signed jar, and Spark's code generator (Janino, ~430 classes that every
+    cold session parses and verifies again) ships signed. Same classes, without the signature
+    files; made once per classpath in the jar cache (none while the switch is off)."""
+    if not enabled():
+        return []
+    digest = hashlib.sha256("\n".join(sorted(map(str, classpath))).encode()).hexdigest()[:16]
+    made = jars.cache_dir() / "jvm" / f"unsigned-{digest}"
+    if not made.is_dir():
+        made.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f"{made.name}.", dir=made.parent))
+        work.chmod(0o755)
+        for jar in classpath:
+            _copy_unsigned(jar, work / jar.name)
+        try:
+            os.rename(work, made)  # whole or not at all; a racing twin's copies are the same
+        except OSError:
+            shutil.rmtree(work, ignore_errors=True)
+    return sorted(made.glob("*.jar"))
+
+
+def _copy_unsigned(jar: Path, copy: Path) -> None:
+    """Write ``jar`` without its signature files to ``copy``, if it has any."""
+    with zipfile.ZipFile(jar) as signed:
+        entries = signed.infolist()
+        if not any(_SIGNATURE.match(e.filename) for e in entries):
+            return
+        with zipfile.ZipFile(copy, "w") as unsigned:
+            for entry in entries:
+                if not _SIGNATURE.match(entry.filename):
+                    unsigned.writestr(entry, signed.read(entry), entry.compress_type)
+    made = jar.stat()  # an archive checks its jars' size and time: a copy made again matches
+    os.utime(copy, ns=(made.st_atime_ns, made.st_mtime_ns))
 
 
 def use_options(archive: Path) -> list[str]:

@@ -5,6 +5,7 @@ maps Kafka's classes from the archive ``replicator jars`` trained."""
 from __future__ import annotations
 
 import os
+import zipfile
 from pathlib import Path
 from typing import TextIO
 
@@ -86,6 +87,36 @@ def test_a_failed_training_leaves_no_archive_and_says_where_its_log_is(
     said = class_archive.train(archive, writing(content, status))
     assert "not made" in said and str(archive.with_suffix(".log")) in said
     assert list(archive.parent.iterdir()) == [archive.with_suffix(".log")]
+
+
+def _jar(path: Path, entries: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as jar:
+        for name, data in entries.items():
+            jar.writestr(name, data)
+    return path
+
+
+def test_signed_jars_get_unsigned_copies_with_the_same_classes_once(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    classes = {"META-INF/MANIFEST.MF": b"Manifest-Version: 1.0\n", "a/B.class": b"\xca\xfe" * 99}
+    signature = {"META-INF/SIGNER.SF": b"sf", "META-INF/SIGNER.RSA": b"rsa"}
+    signed = _jar(tmp_path / "janino-3.1.9.jar", {**classes, **signature})
+    unsigned = _jar(tmp_path / "plain-1.0.jar", classes)
+    (copy,) = class_archive.unsigned_copies([signed, unsigned])
+    assert copy.name == signed.name and copy.parent.parent == cache / "jvm"
+    with zipfile.ZipFile(copy) as jar:
+        assert {e.filename: jar.read(e) for e in jar.infolist()} == classes
+        assert jar.getinfo("a/B.class").compress_type == zipfile.ZIP_DEFLATED
+    made = copy.stat().st_mtime_ns
+    assert class_archive.unsigned_copies([unsigned, signed]) == [copy]  # made once
+    assert copy.stat().st_mtime_ns == made
+    assert class_archive.unsigned_copies([unsigned]) == []
+    other = _jar(tmp_path / "other-2.0.jar", classes)  # another classpath: copies of its own
+    (again,) = class_archive.unsigned_copies([signed, unsigned, other])
+    assert again.name == copy.name and again != copy
+    monkeypatch.setenv(class_archive.SWITCH_ENV, "off")
+    assert class_archive.unsigned_copies([signed]) == []
 
 
 def test_a_broker_maps_kafkas_classes_from_the_trained_archive(tmp_path: Path) -> None:
