@@ -32,7 +32,7 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from cdc.runtime import class_archive as archives
 from cdc.runtime import jars
-from replay import class_archive, driver_jvm
+from replay import class_archive, jvm_options
 
 __all__ = [
     "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError", "PySparkException", "SparkSession",
@@ -64,11 +64,12 @@ def driver_classpath_first() -> list[Path]:
     return archives.unsigned_copies(sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")))
 
 
-def driver_class_archive() -> Path:
-    """The driver's class archive for this ``java`` and jars (:mod:`replay.class_archive`)."""
+def driver_class_archive(first: Sequence[Path] | None = None) -> Path:
+    """The driver's class archive for this ``java`` and jars (:mod:`replay.class_archive`);
+    ``first``: the ``driver_classpath_first`` jars, if known."""
     shipped = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    classpath = [*driver_classpath_first(), *shipped, *spark_jars()]
-    return class_archive.archive_path(jars.java_executable(), classpath)
+    first = driver_classpath_first() if first is None else first
+    return class_archive.archive_path(jars.java_executable(), [*first, *shipped, *spark_jars()])
 
 
 def spark_session(
@@ -78,13 +79,15 @@ def spark_session(
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Get or create the process's SparkSession with the Kafka source and Delta configured."""
-    archive = driver_class_archive()
+    first = driver_classpath_first()
+    archive = driver_class_archive(first)
     chosen = master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]")
     if chosen.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, no host lookup
         # Python workers default to `python3` from PATH, which lacks this package (and imports
         # it only by luck of the working directory): use the driver's interpreter.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    java = jvm_options.java_options()
     builder = (
         SparkSession.builder.master(chosen)
         .appName(app_name)
@@ -93,9 +96,8 @@ def spark_session(
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
-        .config("spark.driver.extraJavaOptions", driver_jvm.driver_options(archive))
-        .config("spark.driver.extraClassPath", os.pathsep.join(map(str, driver_classpath_first())))
-        .config("spark.executor.extraJavaOptions", driver_jvm.java_options())
+        .config("spark.driver.extraJavaOptions", jvm_options.driver_options(archive, java))
+        .config("spark.executor.extraJavaOptions", java)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -121,6 +123,8 @@ def spark_session(
     )
     if chosen.startswith("local"):  # a cluster's workers may not have this package installed
         builder = builder.config("spark.python.daemon.module", "replay.spark")
+    if first:  # the archive was made with them first
+        builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(map(str, first)))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -13,7 +13,7 @@ from tests.conftest import REPO_ROOT
 PACKAGES = ("cdc", "projections", "replay")
 REPLAY_LAYERS = (
     {"class_archive", "driver_jit"},
-    {"driver_jvm"},
+    {"jvm_options"},
     {"spark", "progress"},
     {"expression_cache"},
     {"reading", "sinks", "verify"},
@@ -42,7 +42,10 @@ def _imports() -> dict[Path, set[str]]:
                     found[path.relative_to(REPO_ROOT)].add(node.module)
                     if node.module in PACKAGES:  # ``from replay import spark``: its modules
                         found[path.relative_to(REPO_ROOT)].update(
-                            f"{node.module}.{a.name}" for a in node.names
+                            f"{node.module}.{a.name}"
+                            for a in node.names
+                            if (REPO_ROOT / node.module / f"{a.name}.py").is_file()
+                            or (REPO_ROOT / node.module / a.name).is_dir()
                         )
                 elif isinstance(node, ast.Import):
                     found[path.relative_to(REPO_ROOT)].update(a.name for a in node.names)

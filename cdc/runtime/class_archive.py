@@ -5,10 +5,11 @@ session and its first queries, most of a broker's start. HotSpot's class-data sh
 from an archive instead. ``replicator jars`` trains one per JVM kind, once: a workload runs on a
 JVM started with ``-XX:ArchiveClassesAtExit``, which writes the classes it loaded when it exits;
 later JVMs of that kind start with ``-XX:SharedArchiveFile``. An archive is named after what it
-was made from (the ``java`` binary, every jar on the classpath): another JDK or jar set trains
-its own, and a JVM that cannot use one starts without it, silently. No archive holds a class of
-a signed jar: ``unsigned_copies`` makes copies to put first. A JDK feature: nothing to install.
-``REPLICATOR_CLASS_ARCHIVE=off`` turns training and use off.
+was made from (the ``java`` binary, every jar on the classpath, with their sizes and times,
+which the JVM checks): another JDK or jar set trains its own, and a JVM that cannot use one
+starts without it, silently. No archive holds a class of a signed jar: ``unsigned_copies`` makes
+copies to put first. A JDK feature: nothing to install. ``REPLICATOR_CLASS_ARCHIVE=off`` turns
+training and use off.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from cdc.runtime import jars
 
 SWITCH_ENV = "REPLICATOR_CLASS_ARCHIVE"
 _QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # thousands of "skipped class" warnings
-_SIGNATURE = re.compile(r"^META-INF/[^/]+\.(?:SF|RSA|DSA|EC)$", re.IGNORECASE)
+_SIGNATURE = re.compile(r"^META-INF/(?:[^/]+\.(?:SF|RSA|DSA|EC)|SIG-[^/]+)$", re.IGNORECASE)
+_MANIFEST = "META-INF/MANIFEST.MF"
 
 Workload = Callable[[Path, TextIO], int]
 """Runs a JVM started with ``dump_options(path)``, writing its output to the file; returns its
@@ -43,35 +45,53 @@ def enabled() -> bool:
 
 def archive_path(kind: str, java: str, classpath: Sequence[Path]) -> Path:
     """Where the archive of ``kind`` for this ``java`` and these jars lives (the jar cache)."""
-    binary = Path(java).resolve()
-    made = binary.stat()
-    key = "\n".join(
-        [str(binary), str(made.st_size), str(made.st_mtime_ns), *sorted(map(str, classpath))]
-    )
+    key = "\n".join([_identity(Path(java).resolve()), *sorted(map(_identity, classpath))])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return jars.cache_dir() / "jvm" / f"{kind}-classes-{digest}.jsa"
+
+
+def _identity(path: Path) -> str:
+    """A file's path, size and time (what an archive checks of its jars); its path alone if it
+    is not there."""
+    try:
+        found = path.stat()
+    except OSError:
+        return str(path)
+    return f"{path}:{found.st_size}:{found.st_mtime_ns}"
 
 
 def unsigned_copies(classpath: Sequence[Path]) -> list[Path]:
     """Unsigned copies of the signed jars of ``classpath``, to put before it: HotSpot never
     archives a class of a signed jar, and Spark's code generator (Janino, ~430 classes that every
     cold session parses and verifies again) ships signed. Same classes, without the signature
-    files; made once per classpath in the jar cache (none while the switch is off)."""
+    files and the manifest's digests; made once per classpath in the jar cache. None while the
+    switch is off, or if they cannot be made (the JVM then loads the signed jars, slower)."""
     if not enabled():
         return []
-    digest = hashlib.sha256("\n".join(sorted(map(str, classpath))).encode()).hexdigest()[:16]
-    made = jars.cache_dir() / "jvm" / f"unsigned-{digest}"
+    digest = hashlib.sha256("\n".join(sorted(map(_identity, classpath))).encode()).hexdigest()
+    made = jars.cache_dir() / "jvm" / f"unsigned-{digest[:16]}"
     if not made.is_dir():
-        made.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f"{made.name}.", dir=made.parent))
+        try:
+            _make_copies(classpath, made)
+        except (OSError, zipfile.BadZipFile):
+            return []
+    return sorted(made.glob("*.jar"))
+
+
+def _make_copies(classpath: Sequence[Path], made: Path) -> None:
+    made.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{made.name}.", dir=made.parent))
+    try:
         work.chmod(0o755)
         for jar in classpath:
             _copy_unsigned(jar, work / jar.name)
         try:
-            os.rename(work, made)  # whole or not at all; a racing twin's copies are the same
+            os.rename(work, made)  # whole or not at all
         except OSError:
-            shutil.rmtree(work, ignore_errors=True)
-    return sorted(made.glob("*.jar"))
+            if not made.is_dir():  # else a racing twin made the same copies first
+                raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _copy_unsigned(jar: Path, copy: Path) -> None:
@@ -82,10 +102,26 @@ def _copy_unsigned(jar: Path, copy: Path) -> None:
             return
         with zipfile.ZipFile(copy, "w") as unsigned:
             for entry in entries:
-                if not _SIGNATURE.match(entry.filename):
-                    unsigned.writestr(entry, signed.read(entry), entry.compress_type)
-    made = jar.stat()  # an archive checks its jars' size and time: a copy made again matches
-    os.utime(copy, ns=(made.st_atime_ns, made.st_mtime_ns))
+                if _SIGNATURE.match(entry.filename):
+                    continue
+                data = signed.read(entry)
+                if entry.filename.upper() == _MANIFEST:
+                    data = _main_section(data)
+                unsigned.writestr(entry, data, entry.compress_type)
+    source = jar.stat()  # a copy made again (the same bytes) keeps the archive's key
+    os.utime(copy, ns=(source.st_atime_ns, source.st_mtime_ns))
+
+
+def _main_section(manifest: bytes) -> bytes:
+    """A manifest's main attributes, without the per-entry sections (a signed jar's digests,
+    which still mark a jar signed for HotSpot)."""
+    kept = []
+    for line in manifest.splitlines(keepends=True):
+        if not line.strip():
+            break
+        kept.append(line)
+    main = b"".join(kept)
+    return main if main.endswith((b"\n", b"\r")) else main + b"\r\n"  # a last line needs one
 
 
 def use_options(archive: Path) -> list[str]:

@@ -5,6 +5,7 @@ maps Kafka's classes from the archive ``replicator jars`` trained."""
 from __future__ import annotations
 
 import os
+import shutil
 import zipfile
 from pathlib import Path
 from typing import TextIO
@@ -96,27 +97,63 @@ def _jar(path: Path, entries: dict[str, bytes]) -> Path:
     return path
 
 
+MAIN = b"Manifest-Version: 1.0\r\nImplementation-Version: 3.1.9\r\n"
+CLASSES = {"a/B.class": b"\xca\xfe" * 99, "a/C.class": b"\xba\xbe" * 50}
+SIGNED = {
+    "META-INF/MANIFEST.MF": MAIN + b"\r\nName: a/B.class\r\nSHA-256-Digest: x=\r\n\r\n",
+    **CLASSES, "META-INF/SIGNER.SF": b"sf", "META-INF/SIGNER.RSA": b"rsa", "META-INF/SIG-X": b"",
+}  # fmt: skip
+
+
+def _contents(jar: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(jar) as opened:
+        return {e.filename: opened.read(e) for e in opened.infolist()}
+
+
 def test_signed_jars_get_unsigned_copies_with_the_same_classes_once(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    classes = {"META-INF/MANIFEST.MF": b"Manifest-Version: 1.0\n", "a/B.class": b"\xca\xfe" * 99}
-    signature = {"META-INF/SIGNER.SF": b"sf", "META-INF/SIGNER.RSA": b"rsa"}
-    signed = _jar(tmp_path / "janino-3.1.9.jar", {**classes, **signature})
-    unsigned = _jar(tmp_path / "plain-1.0.jar", classes)
+    signed = _jar(tmp_path / "janino-3.1.9.jar", SIGNED)
+    unsigned = _jar(tmp_path / "plain-1.0.jar", {"META-INF/MANIFEST.MF": MAIN, **CLASSES})
     (copy,) = class_archive.unsigned_copies([signed, unsigned])
     assert copy.name == signed.name and copy.parent.parent == cache / "jvm"
+    assert _contents(copy) == {"META-INF/MANIFEST.MF": MAIN, **CLASSES}  # no digests either
     with zipfile.ZipFile(copy) as jar:
-        assert {e.filename: jar.read(e) for e in jar.infolist()} == classes
         assert jar.getinfo("a/B.class").compress_type == zipfile.ZIP_DEFLATED
-    made = copy.stat().st_mtime_ns
+    assert copy.stat().st_mtime_ns == signed.stat().st_mtime_ns  # what an archive checks
+    made, data = copy.stat().st_mtime_ns, copy.read_bytes()
     assert class_archive.unsigned_copies([unsigned, signed]) == [copy]  # made once
     assert copy.stat().st_mtime_ns == made
+    shutil.rmtree(copy.parent)
+    assert class_archive.unsigned_copies([signed, unsigned]) == [copy]  # made again: the same
+    assert copy.read_bytes() == data and copy.stat().st_mtime_ns == made
+    assert sorted(p.name for p in (cache / "jvm").iterdir()) == [copy.parent.name]  # no temp
     assert class_archive.unsigned_copies([unsigned]) == []
-    other = _jar(tmp_path / "other-2.0.jar", classes)  # another classpath: copies of its own
+    other = _jar(tmp_path / "other-2.0.jar", CLASSES)  # another classpath: copies of its own
     (again,) = class_archive.unsigned_copies([signed, unsigned, other])
     assert again.name == copy.name and again != copy
     monkeypatch.setenv(class_archive.SWITCH_ENV, "off")
     assert class_archive.unsigned_copies([signed]) == []
+
+
+def test_copies_a_twin_made_first_are_used_and_none_when_they_cannot_be_made(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signed = _jar(tmp_path / "janino-3.1.9.jar", SIGNED)
+    rename = os.rename
+
+    def twin_first(work: Path, made: Path) -> None:  # a twin process renames its copies first
+        rename(shutil.copytree(work, Path(f"{made}.twin")), made)
+        rename(work, made)
+
+    monkeypatch.setattr(os, "rename", twin_first)
+    (copy,) = class_archive.unsigned_copies([signed])
+    assert _contents(copy)["a/B.class"] == CLASSES["a/B.class"]
+    assert [p.name for p in (cache / "jvm").iterdir()] == [copy.parent.name]
+    broken = tmp_path / "broken-1.0.jar"
+    broken.write_bytes(b"not a zip")
+    assert class_archive.unsigned_copies([signed, broken]) == []  # the signed jars, slower
+    assert [p.name for p in (cache / "jvm").iterdir()] == [copy.parent.name]
 
 
 def test_a_broker_maps_kafkas_classes_from_the_trained_archive(tmp_path: Path) -> None:

@@ -38,8 +38,8 @@ def java_options() -> str:
     return f"-Dlog4j2.configurationFile=file:{log4j} {extra_java}".rstrip()
 
 
-def driver_options(archive: Path) -> str:
-    """The driver's: the JIT's first (the user's options, after them, win), ``java_options``,
-    then those that write or map ``archive``."""
+def driver_options(archive: Path, java: str) -> str:
+    """The driver's: the JIT's first (the user's options, after them, win), ``java`` (the
+    ``java_options``), then those that write or map ``archive``."""
     jit = driver_jit.driver_jit_options()
-    return " ".join([*jit, java_options(), *class_archive.driver_options(archive)])
+    return " ".join([*jit, java, *class_archive.driver_options(archive)])
