@@ -58,17 +58,22 @@ def spark_jars() -> list[Path]:
     return jars.resolve("spark-extras", extra_exclusions=shipped)
 
 
+def _shipped_jars() -> list[Path]:
+    """The jars of the pyspark wheel: the driver's classpath."""
+    return sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+
+
 def driver_classpath_first() -> list[Path]:
     """Jars put before the driver's classpath: unsigned copies of the signed jars pyspark ships
     (``cdc.runtime.class_archive.unsigned_copies``), whose classes an archive can then hold."""
-    return archives.unsigned_copies(sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar")))
+    return archives.unsigned_copies(_shipped_jars())
 
 
 def driver_class_archive(first: Sequence[Path] | None = None) -> Path:
     """The driver's class archive for this ``java`` and jars (:mod:`replay.class_archive`);
     ``first``: the ``driver_classpath_first`` jars, if known."""
-    shipped = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    first = driver_classpath_first() if first is None else first
+    shipped = _shipped_jars()
+    first = archives.unsigned_copies(shipped) if first is None else first
     return class_archive.archive_path(jars.java_executable(), [*first, *shipped, *spark_jars()])
 
 

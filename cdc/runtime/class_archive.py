@@ -45,9 +45,13 @@ def enabled() -> bool:
 
 def archive_path(kind: str, java: str, classpath: Sequence[Path]) -> Path:
     """Where the archive of ``kind`` for this ``java`` and these jars lives (the jar cache)."""
-    key = "\n".join([_identity(Path(java).resolve()), *sorted(map(_identity, classpath))])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    digest = _digest([_identity(Path(java).resolve()), *sorted(map(_identity, classpath))])
     return jars.cache_dir() / "jvm" / f"{kind}-classes-{digest}.jsa"
+
+
+def _digest(lines: Sequence[str]) -> str:
+    """16 hex digits of the lines' SHA-256: what names a file made from them in the cache."""
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
 
 def _identity(path: Path) -> str:
@@ -68,8 +72,7 @@ def unsigned_copies(classpath: Sequence[Path]) -> list[Path]:
     switch is off, or if they cannot be made (the JVM then loads the signed jars, slower)."""
     if not enabled():
         return []
-    digest = hashlib.sha256("\n".join(sorted(map(_identity, classpath))).encode()).hexdigest()
-    made = jars.cache_dir() / "jvm" / f"unsigned-{digest[:16]}"
+    made = jars.cache_dir() / "jvm" / f"unsigned-{_digest(sorted(map(_identity, classpath)))}"
     if not made.is_dir():
         try:
             _make_copies(classpath, made)
