@@ -1,27 +1,44 @@
-"""The Spark driver JVM's JIT on a small machine: C2's compilations made cheaper by inlining less.
+"""The Spark driver JVM's JIT on a small machine: C2's compilations made cheaper and fewer.
 
 On two cores a session's first replay is mostly the JIT warming up. Its compiler threads worked
 15-16 s (summed; ``profile_jobs`` prints it as ``jvm: JIT``) during a first 1 M rebuild of
-12.6-13.3 s, and 20-23 s during a first 10 M one, on the cores the replay runs on. With C2
-inlining less (``-XX:InlineSmallCode=1000 -XX:FreqInlineSize=100``; HotSpot's defaults on x86 are
-2500 and 325) they worked 12-12.5 s and 14-15 s: a first 1 M rebuild ~1.4 s (11 %) shorter, a
-first 10 M one ~0.9 s, warm 1 M rebuilds and ``--follow`` rounds unchanged, a warm 10 M rebuild
-~1.2 s (4.5 %) longer: its hot loops run a little slower (``bench/README.md``).
+12.6-13.3 s, and 20-23 s during a first 10 M one, on the cores the replay runs on. Two measures,
+on a machine of at most ``SMALL_MACHINE_CORES`` cores (measured on two), where the compiler
+threads have no cores of their own; elsewhere HotSpot's defaults stay (``bench/README.md``):
 
-Hence only on a machine of at most ``SMALL_MACHINE_CORES`` cores (measured on two), where the
-compiler threads have no cores of their own; elsewhere HotSpot's defaults stay. Only the driver:
-a cluster's executors run the hot loops and keep the defaults (in local mode the driver is the
-executor). ``$REPLICATOR_JAVA_OPTIONS`` comes after these on the command line, and wins.
+- C2 inlines less (``QUICK_JIT``; HotSpot's defaults on x86 are 2500 and 325): a first 1 M rebuild
+  ~1.4 s (11 %) shorter, a first 10 M one ~0.9 s, a warm 10 M one ~1.2 s (4.5 %) longer.
+- C2 leaves alone the code that is hot only while a session warms up (``C2_EXCLUDED``, through a
+  HotSpot compiler directive, JEP 165; C1 still compiles it): C2 spent ~2.5 s of a first 1 M
+  rebuild's ~10 s of compiler time on it, beside the replay's tasks.
+
+Only the driver: a cluster's executors run the hot loops and keep the defaults (in local mode the
+driver is the executor). ``$REPLICATOR_JAVA_OPTIONS`` comes after ``QUICK_JIT`` on the command
+line, and wins.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import tempfile
+from pathlib import Path
+from typing import Any
 
 QUICK_JIT = ("-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
 """C2 inlines callees of at most 1,000 bytes of compiled code and hot ones of at most 100 bytes
 of bytecode."""
 SMALL_MACHINE_CORES = 4
+C2_EXCLUDED = (
+    "org/apache/xbean/asm9/",  # Spark's closure cleaner reads class files
+    "jdk/internal/org/objectweb/asm/",  # the JDK spins a class per lambda (Scala's: thousands)
+    "org/codehaus/janino/",  # Spark's code generator compiles the generated Java
+    "org/codehaus/commons/",
+    "org/antlr/",  # Spark's SQL parser
+)
+"""Packages (class-name prefixes) C2 does not compile on a small machine: busy while a session
+plans its first queries, idle in a replay's hot loops."""
 
 
 def usable_cores() -> int:
@@ -31,7 +48,74 @@ def usable_cores() -> int:
     return os.cpu_count() or 1
 
 
+def small_machine(cores: int | None = None) -> bool:
+    """Whether ``cores`` (default: ``usable_cores()``) leave the JIT no cores of its own."""
+    return (usable_cores() if cores is None else cores) <= SMALL_MACHINE_CORES
+
+
 def driver_jit_options(cores: int | None = None) -> list[str]:
     """The driver JVM's JIT options on a machine of ``cores`` (default: ``usable_cores()``)."""
-    count = usable_cores() if cores is None else cores
-    return list(QUICK_JIT) if count <= SMALL_MACHINE_CORES else []
+    return list(QUICK_JIT) if small_machine(cores) else []
+
+
+def compiler_directives() -> str:
+    """HotSpot compiler directives (JEP 165) that keep C2 off ``C2_EXCLUDED``."""
+    return json.dumps([{"match": [f"{p}*.*" for p in C2_EXCLUDED], "c2": {"Exclude": True}}])
+
+
+def write_compiler_directives(folder: Path) -> Path:
+    """``compiler_directives()`` as a file in ``folder`` (written atomically when it differs)."""
+    path = folder / "jit-directives.json"
+    text = compiler_directives()
+    if not path.is_file() or path.read_text() != text:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as out:
+            out.write(text)
+        os.replace(out.name, path)
+    return path
+
+
+def diagnostic_command(jvm: Any, gateway: Any, operation: str, *arguments: str) -> str:
+    """Run one of a JVM's diagnostic commands through py4j (``jcmd``'s, by the name of its MBean
+    operation: ``compilerDirectivesAdd`` is ``Compiler.directives_add``); its answer."""
+    lang = jvm.java.lang
+    server = lang.management.ManagementFactory.getPlatformMBeanServer()
+    commands = jvm.javax.management.ObjectName("com.sun.management:type=DiagnosticCommand")
+
+    def array(kind: Any, *items: Any) -> Any:
+        out = gateway.new_array(kind, len(items))
+        for i, item in enumerate(items):
+            out[i] = item
+        return out
+
+    # py4j cannot call the server's class (not public) directly: through its interface's method.
+    names = ("javax.management.ObjectName", "java.lang.String", "[Ljava.lang.Object;",
+             "[Ljava.lang.String;")  # fmt: skip
+    invoke = lang.Class.forName("javax.management.MBeanServerConnection").getMethod(
+        "invoke", array(lang.Class, *(lang.Class.forName(n) for n in names))
+    )
+    params = array(lang.Object, array(lang.String, *arguments))
+    signature = array(lang.String, "[Ljava.lang.String;")
+    call = array(lang.Object, commands, operation, params, signature)
+    return str(invoke.invoke(server, call)).strip()
+
+
+_directed: set[str] = set()
+
+
+def keep_c2_off_warm_up_code(context: Any, folder: Path) -> None:
+    """On a small machine, once per Spark application: ``C2_EXCLUDED`` for the driver of
+    ``context`` (a SparkContext), the directives file kept in ``folder``. A JVM without the
+    command (not HotSpot) keeps its JIT as it is."""
+    if not small_machine() or context.applicationId in _directed:
+        return
+    _directed.add(context.applicationId)
+    try:
+        directives = write_compiler_directives(folder)
+        # At run time: -XX:CompilerDirectivesFile needs a diagnostic flag and prints to stdout.
+        answer = diagnostic_command(
+            context._jvm, context._gateway, "compilerDirectivesAdd", str(directives)
+        )
+    except Exception as error:  # a JIT choice, never a reason to fail a session
+        answer = str(error).splitlines()[0] if str(error) else type(error).__name__
+    logging.getLogger(__name__).debug("driver compiler directives: %s", answer)

@@ -32,7 +32,7 @@ from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from cdc.runtime import class_archive as archives
 from cdc.runtime import jars
-from replay import class_archive, jvm_options
+from replay import class_archive, driver_jit, jvm_options
 
 __all__ = [
     "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError", "PySparkException", "SparkSession",
@@ -134,6 +134,7 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    driver_jit.keep_c2_off_warm_up_code(session.sparkContext, jars.cache_dir() / "jvm")
     if chosen.startswith("local"):
         start_python_workers(session)
     return session

@@ -3,9 +3,21 @@ and a running session's JVM has what this machine calls for."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from replay.driver_jit import QUICK_JIT, SMALL_MACHINE_CORES, driver_jit_options, usable_cores
+from replay.driver_jit import (
+    C2_EXCLUDED,
+    QUICK_JIT,
+    SMALL_MACHINE_CORES,
+    compiler_directives,
+    diagnostic_command,
+    driver_jit_options,
+    small_machine,
+    usable_cores,
+    write_compiler_directives,
+)
 
 INLINING_LESS = {"InlineSmallCode": "1000", "FreqInlineSize": "100"}
 
@@ -29,3 +41,26 @@ def test_the_sessions_jvm_runs_with_the_options_of_this_machine(spark: Any) -> N
         assert effective == INLINING_LESS
     else:  # HotSpot's own choice, whatever this JVM's defaults are
         assert effective != INLINING_LESS
+
+
+def test_the_directives_keep_only_c2_off_the_warm_up_packages(tmp_path: Path) -> None:
+    (directive,) = json.loads(compiler_directives())
+    assert directive == {"match": [f"{p}*.*" for p in C2_EXCLUDED], "c2": {"Exclude": True}}
+    path = write_compiler_directives(tmp_path / "jvm")
+    stamp = path.stat().st_mtime_ns
+    assert write_compiler_directives(tmp_path / "jvm") == path
+    assert path.stat().st_mtime_ns == stamp  # the same text is not written again
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_the_sessions_compiler_has_the_directives_of_this_machine(spark: Any) -> None:
+    context = spark.sparkContext
+    listed = diagnostic_command(context._jvm, context._gateway, "compilerDirectivesPrint")
+    excluded = [p for p in C2_EXCLUDED if f"{p}*.*" in listed]
+    if small_machine():
+        assert excluded == list(C2_EXCLUDED), listed
+        # C2 excludes the methods the directive matches; C1 still compiles them
+        c1, c2 = listed.split(" c2 directives:")[0], listed.split(" c2 directives:")[1]
+        assert "Exclude:false" in c1.split(" c1 directives:")[1] and "Exclude:true" in c2
+    else:
+        assert excluded == [], listed
