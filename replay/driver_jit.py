@@ -100,16 +100,16 @@ def diagnostic_command(jvm: Any, gateway: Any, operation: str, *arguments: str) 
     return str(invoke.invoke(server, call)).strip()
 
 
-_directed: set[str] = set()
+_directed: set[int] = set()
 
 
 def keep_c2_off_warm_up_code(context: Any, folder: Path) -> None:
-    """On a small machine, once per Spark application: ``C2_EXCLUDED`` for the driver of
-    ``context`` (a SparkContext), the directives file kept in ``folder``. A JVM without the
-    command (not HotSpot) keeps its JIT as it is."""
-    if not small_machine() or context.applicationId in _directed:
+    """On a small machine, once per driver JVM (its py4j gateway): ``C2_EXCLUDED`` for the
+    driver of ``context`` (a SparkContext), the directives file kept in ``folder``. A JVM without
+    the command (not HotSpot) keeps its JIT as it is."""
+    if not small_machine() or id(context._gateway) in _directed:
         return
-    _directed.add(context.applicationId)
+    _directed.add(id(context._gateway))
     try:
         directives = write_compiler_directives(folder)
         # At run time: -XX:CompilerDirectivesFile needs a diagnostic flag and prints to stdout.
