@@ -71,8 +71,13 @@ def write_compiler_directives(folder: Path) -> Path:
     if not path.is_file() or path.read_text() != text:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as out:
-            out.write(text)
-        os.replace(out.name, path)
+            temporary = Path(out.name)
+            try:
+                out.write(text)
+                out.close()
+                os.replace(temporary, path)
+            finally:
+                temporary.unlink(missing_ok=True)
     return path
 
 
