@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
+
+from cdc.runtime import jars
 
 QUICK_JIT = ("-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
 """C2 inlines callees of at most 1,000 bytes of compiled code and hot ones of at most 100 bytes
@@ -64,23 +64,6 @@ def compiler_directives() -> str:
     return json.dumps([{"match": [f"{p}*.*" for p in C2_EXCLUDED], "c2": {"Exclude": True}}])
 
 
-def write_compiler_directives(folder: Path) -> Path:
-    """``compiler_directives()`` as a file in ``folder`` (written atomically when it differs)."""
-    path = folder / "jit-directives.json"
-    text = compiler_directives()
-    if not path.is_file() or path.read_text() != text:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as out:
-            temporary = Path(out.name)
-            try:
-                out.write(text)
-                out.close()
-                os.replace(temporary, path)
-            finally:
-                temporary.unlink(missing_ok=True)
-    return path
-
-
 def diagnostic_command(jvm: Any, gateway: Any, operation: str, *arguments: str) -> str:
     """Run one of a JVM's diagnostic commands through py4j (``jcmd``'s, by the name of its MBean
     operation: ``compilerDirectivesAdd`` is ``Compiler.directives_add``); its answer."""
@@ -109,15 +92,15 @@ def diagnostic_command(jvm: Any, gateway: Any, operation: str, *arguments: str) 
 _directed: set[int] = set()
 
 
-def keep_c2_off_warm_up_code(context: Any, folder: Path) -> None:
+def keep_c2_off_warm_up_code(context: Any) -> None:
     """On a small machine, once per driver JVM (its py4j gateway): ``C2_EXCLUDED`` for the
-    driver of ``context`` (a SparkContext), the directives file kept in ``folder``. A JVM without
-    the command (not HotSpot) keeps its JIT as it is."""
+    driver of ``context`` (a SparkContext), the directives file kept in the jar cache. A JVM
+    without the command (not HotSpot) keeps its JIT as it is."""
     if not small_machine() or id(context._gateway) in _directed:
         return
     _directed.add(id(context._gateway))
     try:
-        directives = write_compiler_directives(folder)
+        directives = jars.cache_file("jvm/jit-directives.json", compiler_directives())
         # At run time: -XX:CompilerDirectivesFile needs a diagnostic flag and prints to stdout.
         answer = diagnostic_command(
             context._jvm, context._gateway, "compilerDirectivesAdd", str(directives)

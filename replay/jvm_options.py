@@ -31,9 +31,7 @@ logger.tasksize.level = error
 
 def java_options() -> str:
     """Every Spark JVM's options: log4j's configuration (written to the jar cache), the user's."""
-    log4j = jars.cache_dir() / "spark-log4j2.properties"
-    log4j.parent.mkdir(parents=True, exist_ok=True)
-    log4j.write_text(_LOG4J2)
+    log4j = jars.cache_file("spark-log4j2.properties", _LOG4J2)
     extra_java = os.environ.get("REPLICATOR_JAVA_OPTIONS", "").strip()
     return f"-Dlog4j2.configurationFile=file:{log4j} {extra_java}".rstrip()
 

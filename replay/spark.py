@@ -134,7 +134,7 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    driver_jit.keep_c2_off_warm_up_code(session.sparkContext, jars.cache_dir() / "jvm")
+    driver_jit.keep_c2_off_warm_up_code(session.sparkContext)
     if chosen.startswith("local"):
         start_python_workers(session)
     return session

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from cdc.errors import SetupError
@@ -32,6 +33,25 @@ def cache_dir() -> Path:
     if (checkout / "pyproject.toml").is_file():
         return checkout / ".cache"
     return Path.home() / ".cache" / "cdc-replicator"
+
+
+def cache_file(relative: str, text: str) -> Path:
+    """The file ``relative`` to ``cache_dir()`` holding ``text`` (a JVM's configuration): written
+    only when it holds something else, and by a rename, so a JVM starting beside never reads
+    half of it."""
+    path = cache_dir() / relative
+    if path.is_file() and path.read_text() == text:
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as out:
+        temporary = Path(out.name)
+        try:
+            out.write(text)
+            out.close()
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+    return path
 
 
 def java_executable() -> str:

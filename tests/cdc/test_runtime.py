@@ -54,3 +54,16 @@ def test_broker_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
         port = holder.getsockname()[1]
         with pytest.raises(SetupError, match=rf"^port {port} on 127.0.0.1 is already in use"):
             LocalKafkaBroker(tmp_path, port=port).start()
+
+
+def test_a_cache_file_is_written_whole_and_only_when_its_text_changes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("REPLICATOR_CACHE", str(tmp_path / "cache"))
+    path = jars.cache_file("jvm/directives.json", "[1]")
+    assert path == tmp_path / "cache" / "jvm" / "directives.json" and path.read_text() == "[1]"
+    stamp = path.stat().st_mtime_ns
+    assert jars.cache_file("jvm/directives.json", "[1]") == path
+    assert path.stat().st_mtime_ns == stamp  # the same text is not written again
+    assert jars.cache_file("jvm/directives.json", "[2]").read_text() == "[2]"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left

@@ -4,7 +4,6 @@ and a running session's JVM has what this machine calls for."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from replay.driver_jit import (
@@ -16,7 +15,6 @@ from replay.driver_jit import (
     driver_jit_options,
     small_machine,
     usable_cores,
-    write_compiler_directives,
 )
 
 INLINING_LESS = {"InlineSmallCode": "1000", "FreqInlineSize": "100"}
@@ -43,14 +41,9 @@ def test_the_sessions_jvm_runs_with_the_options_of_this_machine(spark: Any) -> N
         assert effective != INLINING_LESS
 
 
-def test_the_directives_keep_only_c2_off_the_warm_up_packages(tmp_path: Path) -> None:
+def test_the_directives_keep_only_c2_off_the_warm_up_packages() -> None:
     (directive,) = json.loads(compiler_directives())
     assert directive == {"match": [f"{p}*.*" for p in C2_EXCLUDED], "c2": {"Exclude": True}}
-    path = write_compiler_directives(tmp_path / "jvm")
-    stamp = path.stat().st_mtime_ns
-    assert write_compiler_directives(tmp_path / "jvm") == path
-    assert path.stat().st_mtime_ns == stamp  # the same text is not written again
-    assert [p.name for p in path.parent.iterdir()] == [path.name]
 
 
 def test_the_sessions_compiler_has_the_directives_of_this_machine(spark: Any) -> None:
