@@ -56,6 +56,7 @@ def test_a_record_the_broker_refuses_fails_the_commit_of_an_owned_topic(
                         config={"max.message.bytes": "2000"})  # fmt: skip
     for future in stream._admin.create_topics([small]).values():
         future.result()
+    stream.ensure_topic(topic)  # created is not yet in every metadata answer: wait until it is
     writer = stream.writer(unique_name("owner"), owned_topics=(topic,))
     writer.begin()
     writer.send(topic, b"fits", b"x")
