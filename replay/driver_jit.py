@@ -2,7 +2,7 @@
 
 On two cores a session's first replay is mostly the JIT warming up. Its compiler threads worked
 15-16 s (summed; ``profile_jobs`` prints it as ``jvm: JIT``) during a first 1 M rebuild of
-12.6-13.3 s, and 20-23 s during a first 10 M one, on the cores the replay runs on. Two measures,
+12.6-13.3 s, and 20-23 s during a first 10 M one, on the cores the replay runs on. Three measures,
 on a machine of at most ``SMALL_MACHINE_CORES`` cores (measured on two), where the compiler
 threads have no cores of their own; elsewhere HotSpot's defaults stay (``bench/README.md``):
 
@@ -12,10 +12,15 @@ threads have no cores of their own; elsewhere HotSpot's defaults stay (``bench/R
   HotSpot compiler directive, JEP 165; C1 still compiles it): C2 spent ~2.5 s of a first 1 M
   rebuild's ~10 s of compiler time on it, on the cores the tasks need; such a rebuild ~0.45 s
   (DuckDB) and ~0.55 s (Delta) shorter, 10 M rebuilds and ``--follow`` rounds no slower.
+- A session that reads at most ``ONE_SHOT_MAX_RECORDS`` once and exits (``replay`` without
+  ``--follow``) runs C1 only (``ONE_SHOT_JIT``): C2's code is faster once compiled, but such a
+  session ends before that pays back the compiling on the tasks' cores. A first 1 M rebuild
+  ~1.0 s (DuckDB) and ~1.7 s (Delta) shorter, a 2 M one as long; a second rebuild in the same
+  session would be ~1 s (1 M) to ~2.5 s (2 M) longer, which a one-shot session never runs.
 
 Only the driver: a cluster's executors run the hot loops and keep the defaults (in local mode the
-driver is the executor). ``$REPLICATOR_JAVA_OPTIONS`` comes after ``QUICK_JIT`` on the command
-line, and wins.
+driver is the executor). ``$REPLICATOR_JAVA_OPTIONS`` comes after these on the command line, and
+wins.
 """
 
 from __future__ import annotations
@@ -30,6 +35,10 @@ from cdc.runtime import jars
 QUICK_JIT = ("-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
 """C2 inlines callees of at most 1,000 bytes of compiled code and hot ones of at most 100 bytes
 of bytecode."""
+ONE_SHOT_JIT = ("-XX:TieredStopAtLevel=1",)
+"""C1 only: no profiling tier, no C2."""
+ONE_SHOT_MAX_RECORDS = 1_500_000
+"""The most records a one-shot session reads for ``ONE_SHOT_JIT`` to pay (``bench/README.md``)."""
 SMALL_MACHINE_CORES = 4
 C2_EXCLUDED = (
     "org/apache/xbean/asm9/",  # Spark's closure cleaner reads class files
@@ -54,9 +63,16 @@ def small_machine(cores: int | None = None) -> bool:
     return (usable_cores() if cores is None else cores) <= SMALL_MACHINE_CORES
 
 
-def driver_jit_options(cores: int | None = None) -> list[str]:
-    """The driver JVM's JIT options on a machine of ``cores`` (default: ``usable_cores()``)."""
-    return list(QUICK_JIT) if small_machine(cores) else []
+def driver_jit_options(
+    cores: int | None = None, *, one_shot_records: int | None = None
+) -> list[str]:
+    """The driver JVM's JIT options on a machine of ``cores`` (default: ``usable_cores()``), for
+    a session that reads ``one_shot_records`` once and exits (None: a long-lived session)."""
+    if not small_machine(cores):
+        return []
+    if one_shot_records is not None and one_shot_records <= ONE_SHOT_MAX_RECORDS:
+        return list(ONE_SHOT_JIT)
+    return list(QUICK_JIT)
 
 
 def compiler_directives() -> str:

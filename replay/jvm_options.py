@@ -36,8 +36,9 @@ def java_options() -> str:
     return f"-Dlog4j2.configurationFile=file:{log4j} {extra_java}".rstrip()
 
 
-def driver_options(archive: Path, java: str) -> str:
-    """The driver's: the JIT's first (the user's options, after them, win), ``java`` (the
-    ``java_options``), then those that write or map ``archive``."""
-    jit = driver_jit.driver_jit_options()
+def driver_options(archive: Path, java: str, *, one_shot_records: int | None = None) -> str:
+    """The driver's: the JIT's first (for a session reading ``one_shot_records`` once, if given;
+    the user's options, after them, win), ``java`` (the ``java_options``), then those that write
+    or map ``archive``."""
+    jit = driver_jit.driver_jit_options(one_shot_records=one_shot_records)
     return " ".join([*jit, java, *class_archive.driver_options(archive)])

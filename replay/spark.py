@@ -82,8 +82,11 @@ def spark_session(
     *,
     app_name: str = "replicator",
     conf: Mapping[str, str] | None = None,
+    one_shot_records: int | None = None,
 ) -> SparkSession:
-    """Get or create the process's SparkSession with the Kafka source and Delta configured."""
+    """Get or create the process's SparkSession with the Kafka source and Delta configured;
+    ``one_shot_records``: the records a session that replays once and exits will read at most
+    (its driver's JIT is chosen for it: :mod:`replay.driver_jit`)."""
     first = driver_classpath_first()
     archive = driver_class_archive(first)
     chosen = master or os.environ.get("REPLICATOR_SPARK_MASTER", "local[*]")
@@ -101,7 +104,10 @@ def spark_session(
         .config(
             "spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
-        .config("spark.driver.extraJavaOptions", jvm_options.driver_options(archive, java))
+        .config(
+            "spark.driver.extraJavaOptions",
+            jvm_options.driver_options(archive, java, one_shot_records=one_shot_records),
+        )
         .config("spark.executor.extraJavaOptions", java)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -34,8 +34,9 @@ from typing import Any
 from bench.replay.changelog import TOPIC, declared_spec
 from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
+from replay.driver_jit import ONE_SHOT_MAX_RECORDS
 from replay.reading.bounds import Bound, BoundKind
-from replay.reading.plan import ReplayPlan, plan_replay
+from replay.reading.plan import ReplayPlan, plan_replay, stored_records
 from replay.reading.sources import read_records
 from replay.spark import Column, DataFrame, F, SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob
@@ -129,7 +130,8 @@ def ours(
     stream = open_stream(stream_url or f"kafka://{spec['bootstrap']}")
     out: dict[str, Any] = {}
     for run in ("", "warm_") if spec.get("warm") else ("",):
-        target = Path(spec["work"]) / f"{spec['contender']}-{run}target.{sink_kind}"
+        name = f"{spec['contender']}{spec.get('tag', '')}-{run}target.{sink_kind}"
+        target = Path(spec["work"]) / name
         if sink_kind == "duckdb":
             from replay.sinks.duckdb_sink import DuckDBSink
 
@@ -214,10 +216,22 @@ def main() -> None:
     if spec["contender"] == "local-raw":
         Path(sys.argv[2]).write_text(json.dumps(local_raw(spec)))
         return
-    began = time.monotonic()
-    spark = spark_session(spec.get("master"), app_name=f"bench-{spec['contender']}")
-    session_s = time.monotonic() - began
     contender = spec["contender"]
+    one_shot = None
+    if spec.get("one_shot"):  # as `replicator replay` chooses its JIT (replay/cli/replay.py)
+        url = (
+            local_copy(spec) if contender == "ours-local-duckdb" else f"kafka://{spec['bootstrap']}"
+        )
+        stream = open_stream(url)
+        try:
+            one_shot = stored_records(stream, [TOPIC], limit=ONE_SHOT_MAX_RECORDS)
+        finally:
+            stream.close()
+    began = time.monotonic()
+    spark = spark_session(
+        spec.get("master"), app_name=f"bench-{contender}", one_shot_records=one_shot
+    )
+    session_s = time.monotonic() - began
     if contender == "spark-read":
         result = spark_read(spark, spec)
     elif contender == "local-read":
@@ -231,6 +245,7 @@ def main() -> None:
     else:
         raise SystemExit(f"unknown contender {contender}")
     result["session_s"] = session_s
+    result["one_shot_records"] = one_shot
     Path(sys.argv[2]).write_text(json.dumps(result))
     spark.stop()
 

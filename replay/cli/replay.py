@@ -76,7 +76,8 @@ def next_round(job: ReplayJob) -> ReplayJob:
 def run_replay(args: argparse.Namespace) -> int:
     """Plan, then replay (or print the plan with ``--dry-run``)."""
     from cdc.streams.registry import open_stream
-    from replay.reading.plan import resolve_topics
+    from replay.driver_jit import ONE_SHOT_MAX_RECORDS
+    from replay.reading.plan import resolve_topics, stored_records
     from replay.sinks.registry import open_sink, sink_path
     from replay.spark import spark_session
     from replay.tables.engine import ReplayEngine, ReplayJob, target_table
@@ -102,11 +103,14 @@ def run_replay(args: argparse.Namespace) -> int:
     sink_path(args.sink)
     stream = open_stream(args.stream)
     try:
-        resolve_topics(stream, topics)  # a missing topic is reported before Spark starts
+        found = resolve_topics(stream, topics)  # a missing topic is reported before Spark starts
+        # A replay that runs once and exits gets a JIT for a short life, if it is small.
+        once = not (args.follow or args.dry_run)
+        records = stored_records(stream, found, limit=ONE_SHOT_MAX_RECORDS) if once else None
     except BaseException:
         stream.close()
         raise
-    spark = spark_session(args.master, conf=settings)
+    spark = spark_session(args.master, conf=settings, one_shot_records=records)
     sink = open_sink(args.sink, spark)
     try:
         with ProgressBars(console) as bars:

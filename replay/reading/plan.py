@@ -106,6 +106,26 @@ def resolve_topics(stream: EventStream, names: Sequence[str]) -> list[str]:
     return chosen
 
 
+_PARTITIONS_ASKED_AT_MOST = 64
+
+
+def stored_records(stream: EventStream, topics: Sequence[str], *, limit: int) -> int | None:
+    """The records the partitions of ``topics`` store (their offsets: an upper bound of what a
+    replay of them reads), or None once more than ``limit``, or over more partitions than are
+    cheap to ask (a call each)."""
+    partitions = [(topic, stream.partition_count(topic)) for topic in topics]
+    if sum(count for _, count in partitions) > _PARTITIONS_ASKED_AT_MOST:
+        return None
+    total = 0
+    for topic, count in partitions:
+        for partition in range(count):
+            bounds = stream.bounds(topic, partition)
+            total += bounds.end - bounds.log_start
+            if total > limit:
+                return None
+    return total
+
+
 def _near(name: str, available: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, available, n=3)
     if close:

@@ -96,7 +96,7 @@ class DuckDBStore:
         newest = f" AND version = (SELECT max(version) FROM {LEDGER} WHERE table_name = $1)"
         rows = self.conn.execute(
             f'SELECT version, topic, "partition", next_offset, committed_at_ms, mode FROM {LEDGER}'
-            f' WHERE table_name = $1{newest if latest_only else ""}'
+            f" WHERE table_name = $1{newest if latest_only else ''}"
             ' ORDER BY version, topic, "partition"',
             [table],
         ).fetchall()

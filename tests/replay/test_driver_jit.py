@@ -8,6 +8,8 @@ from typing import Any
 
 from replay.driver_jit import (
     C2_EXCLUDED,
+    ONE_SHOT_JIT,
+    ONE_SHOT_MAX_RECORDS,
     QUICK_JIT,
     SMALL_MACHINE_CORES,
     compiler_directives,
@@ -26,6 +28,14 @@ def test_a_small_machine_inlines_less_and_a_large_one_keeps_the_defaults() -> No
     assert driver_jit_options(SMALL_MACHINE_CORES + 1) == []
     assert driver_jit_options() == driver_jit_options(usable_cores())
     assert usable_cores() >= 1
+
+
+def test_a_small_replay_run_once_gets_c1_only_and_a_larger_or_long_lived_one_keeps_c2() -> None:
+    assert driver_jit_options(2, one_shot_records=0) == list(ONE_SHOT_JIT)
+    assert driver_jit_options(2, one_shot_records=ONE_SHOT_MAX_RECORDS) == list(ONE_SHOT_JIT)
+    assert driver_jit_options(2, one_shot_records=ONE_SHOT_MAX_RECORDS + 1) == list(QUICK_JIT)
+    assert driver_jit_options(2, one_shot_records=None) == list(QUICK_JIT)
+    assert driver_jit_options(SMALL_MACHINE_CORES + 1, one_shot_records=10) == []
 
 
 def test_the_sessions_jvm_runs_with_the_options_of_this_machine(spark: Any) -> None:
