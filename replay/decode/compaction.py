@@ -33,7 +33,7 @@ from replay.decode.changes import (
     Decoder,
     decode_native,
 )
-from replay.decode.repeated_keys import newest_per_key
+from replay.decode.repeated_keys import key_counts, newest_per_key
 from replay.decode.schema import TopicSchema
 from replay.decode.truncates import (
     TRUNCATE_OFFSET,
@@ -139,8 +139,10 @@ class Rebuild:
 
     def rows(self) -> DataFrame:
         """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
-        of every key. Runs ``newest_per_key``'s Spark job at each call."""
-        winners = newest_per_key(self.changes, self.schema)
+        of every key. Runs ``newest_per_key``'s Spark job at each call, unless the survey found
+        no repeated key."""
+        repeated = (self.found or ANYTHING).repeated
+        winners = newest_per_key(self.changes, self.schema) if repeated else self.changes
         live = winners.where(_live())
         return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
 
@@ -185,13 +187,16 @@ class Survey(NamedTuple):
     that did not decode, a keyed live image that may lack an unchanged TOAST value
     (``Rebuild.lacks_values`` then says for sure); ``live``: how many keyed live images it
     holds, at least the rebuilt table's rows, and ``live_bytes`` about how much memory their
-    columns take as Arrow (``arrow_bytes``; None: not counted)."""
+    columns take as Arrow (``arrow_bytes``; None: not counted); ``repeated``: a primary key may
+    have changes in several rows (False: counted as many keys as changes, so the rebuilt table
+    needs no ``newest_per_key``)."""
 
     candidates: bool
     rejected: bool
     lacking: bool
     live: int | None = None
     live_bytes: int | None = None
+    repeated: bool = True
 
 
 ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
@@ -199,19 +204,23 @@ ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
 
 
 def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
-    """``Survey`` of ``decoded_latest`` output (one Spark job); ``live_bytes`` with ``schema``,
-    the table's columns (and ``__pos``)."""
+    """``Survey`` of ``decoded_latest`` output (one Spark query); ``live_bytes`` and
+    ``repeated`` with ``schema`` (the table's columns and ``__pos``, its primary key)."""
     lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
     live = ~F.col(CANDIDATE) & F.col(ERROR).isNull() & _live()
     found.append(F.count(F.when(live, True)))
     size = arrow_bytes(decoded.schema, [*(c.name for c in schema.columns), POS]) if schema else None
     found.append(F.sum(F.when(live, size)) if size is not None else F.lit(None))
+    if schema is not None:  # the changes ``Rebuild.rows`` picks from (or a superset of them)
+        changes = ~F.col(CANDIDATE) & F.col(ERROR).isNull() & (F.col(OP) != OP_TRUNCATE)
+        found += key_counts(schema, changes)
     row = decoded.agg(*found).first()
     if row is None:
         return Survey(False, False, False, 0)
     return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]),
-                  None if size is None else int(row[4] or 0))  # fmt: skip
+                  None if size is None else int(row[4] or 0),
+                  schema is None or int(row[6]) < int(row[5]))  # fmt: skip
 
 
 _ARROW_WIDTHS: dict[type, int] = {

@@ -10,13 +10,23 @@ from __future__ import annotations
 from replay.decode.changes import KEY
 from replay.decode.schema import TopicSchema
 from replay.sinks.protocol import POS
-from replay.spark import DataFrame, F
+from replay.spark import Column, DataFrame, F, named_column
 
 _COPIES = "__copies"
 
 REPEATED_KEYS_BROADCAST = 100_000
 """At most this many primary keys found in several partitions are broadcast to pick their newest
 change; more go through a shuffled hash join."""
+
+
+def key_counts(schema: TopicSchema, rows: Column) -> tuple[Column, Column]:
+    """Aggregates over the rows where ``rows`` holds: how many, and how many distinct primary
+    keys (record keys without one; null parts equal, as ``newest_per_key`` groups them). As
+    many keys as rows: no key is repeated, and ``newest_per_key`` would return those rows as
+    they are. Part of a query that reads the rows anyway (``compaction.survey``): a job less."""
+    names = list(schema.primary_key) or [KEY]
+    key = F.struct(*(named_column(n) for n in names))  # a struct is never null: every row counts
+    return F.count(F.when(rows, True)), F.count_distinct(F.when(rows, key))
 
 
 def newest_per_key(decoded: DataFrame, schema: TopicSchema) -> DataFrame:

@@ -125,6 +125,48 @@ def test_keys_in_several_partitions_keep_their_newest_change(
     latest.unpersist()
 
 
+def test_the_survey_counts_repeated_keys_and_rows_pick_only_then(
+    spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the table's schema the survey counts the changes and their distinct primary keys in
+    its own query: keys 9 and 10 of the history are in two partitions each, so ``rows()`` picks
+    the newest change per key; where each key is in one partition it takes the changes as
+    they are and runs no ``newest_per_key`` job."""
+    log, table = _history()
+    schema = _schema(log)
+    decoded = decoded_latest(latest_records(raw_frame(spark, log.records)), schema).persist()
+    found = survey(decoded, schema)
+    assert found.repeated and found._replace(live_bytes=None) == survey(decoded)._replace(
+        live_bytes=None
+    )
+    rows = rebuild_table(decoded, schema, found).rows()
+    assert "LeftAnti" in _plan(rows)
+    assert sorted((comparable(r) for r in rows.collect()), key=lambda r: r["id"]) == [
+        comparable(table[k]) for k in sorted(table)
+    ]
+    decoded.unpersist()
+
+    single = Changelog(partitions=2)
+    kept = {i: account(i) for i in range(1, 7)}
+    for row in kept.values():
+        single.upsert(None, row)
+    single.delete(kept.pop(3))
+    records = [*single.records, ("proc.accounts", 0, 99, b'{"id":2}', b"not json", 0)]
+    decoded = decoded_latest(latest_records(raw_frame(spark, records)), schema).persist()
+    found = survey(decoded, schema)
+    assert not found.repeated and found.rejected  # a bad record's key is not a change's
+    monkeypatch.setattr(compaction, "newest_per_key", _no_pick_needed)
+    rows = rebuild_table(decoded, schema, found).rows()
+    assert sorted((comparable(r) for r in rows.collect()), key=lambda r: r["id"]) == [
+        comparable(kept[k]) for k in sorted(kept)
+    ]
+    decoded.unpersist()
+
+
+def _no_pick_needed(*_: Any) -> Any:
+    raise AssertionError("newest_per_key ran though the survey found no repeated key")
+
+
 def test_rebuild_without_truncate_and_with_bad_records(spark: Any) -> None:
     log = Changelog()
     log.upsert(None, account(1))
