@@ -12,7 +12,8 @@ record at or before the partition's last truncate, drops keys whose newest recor
 tombstone, drops those a truncate in another partition clears (``after_truncates``), keeps per
 primary key the image with the highest ``__pos`` (a key may survive in several partitions after
 a repartitioning), and drops deletes. Given what ``survey`` found, ``rebuild_table`` leaves out
-the truncate joins when no record may be a truncate, and the bad records when none is.
+the truncate joins when no record may be a truncate, the bad records when none is, and the pick
+per primary key when the survey counted as many keys as changes.
 """
 
 from __future__ import annotations
