@@ -84,3 +84,25 @@ def run_monitored(
     if out:
         out.close()
     return Usage(code, time.monotonic() - began, peak / 2**20, cpu)
+
+
+def _busy_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the machine since boot, from ``/proc/stat``."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def settle(busy_below: float = 0.1, window_s: float = 1.0, at_most_s: float = 30.0) -> float:
+    """Flush the dirty pages (a topic just produced is still being written back) and wait until
+    the CPUs were at most ``busy_below`` busy over a ``window_s`` window (at most ``at_most_s``),
+    so a contender does not pay for the one before it; the seconds waited."""
+    began = time.monotonic()
+    os.sync()
+    while time.monotonic() - began < at_most_s:
+        busy, total = _busy_ticks()
+        time.sleep(window_s)
+        busy_after, total_after = _busy_ticks()
+        if busy_after - busy <= busy_below * max(1, total_after - total):
+            break
+    return time.monotonic() - began

@@ -4,7 +4,9 @@
 
 Starts one broker (``LocalKafkaBroker``), produces the changelog once (``bench.replay.changelog``),
 then runs each contender one at a time, each in its own process (fresh JVMs), sampling the
-process tree's peak RSS and CPU (``bench.replay.procmon``). Every contender's final table is
+process tree's peak RSS and CPU (``bench.replay.procmon``). Before each, the machine settles
+(``procmon.settle``: dirty pages flushed, CPUs idle for a second): the first contender after a
+10 M produce otherwise paid for the topic's write-back (a rebuild 35 s against 30 s). Every contender's final table is
 checked against the generator's summary (rows, sum of payments, sum of amounts; Kafka Streams:
 rows). Writes ``bench/results/replay-<time>.json`` and prints a markdown table.
 """
@@ -24,7 +26,7 @@ from typing import Any
 
 from bench.replay import peers
 from bench.replay.changelog import TOPIC, Summary, check_templates, produce
-from bench.replay.procmon import run_monitored
+from bench.replay.procmon import run_monitored, settle
 from bench.replay.report import machine, markdown, versions
 from bench.replay.spark_worker import local_copy
 from cdc.runtime.broker import LocalKafkaBroker
@@ -72,6 +74,7 @@ def measure_once(name: str, spec: dict[str, Any], work: Path) -> dict[str, Any]:
     tag = spec.get("tag", "")
     result_file, log = work / f"{name}{tag}.result.json", work / f"{name}{tag}.log"
     cmd = command(name, spec, work, result_file)
+    settled_s = settle()
     load = os.getloadavg()[0]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     usage = run_monitored(cmd, cwd=ROOT, env=env, log=log)
@@ -84,7 +87,7 @@ def measure_once(name: str, spec: dict[str, Any], work: Path) -> dict[str, Any]:
         result["table"] = {"rows": result.pop("rows")}
     else:
         result = json.loads(result_file.read_text())
-    return {**result, **asdict(usage), "loadavg_1m_before": load}
+    return {**result, **asdict(usage), "loadavg_1m_before": load, "settled_s": settled_s}
 
 
 def checked(result: dict[str, Any], summary: Summary) -> str:
