@@ -6,9 +6,9 @@ Starts one broker (``LocalKafkaBroker``), produces the changelog once (``bench.r
 then runs each contender one at a time, each in its own process (fresh JVMs), sampling the
 process tree's peak RSS and CPU (``bench.replay.procmon``). Before each, the machine settles
 (``procmon.settle``: dirty pages flushed, CPUs idle for a second): the first contender after a
-10 M produce otherwise paid for the topic's write-back (a rebuild 35 s against 30 s). Every contender's final table is
-checked against the generator's summary (rows, sum of payments, sum of amounts; Kafka Streams:
-rows). Writes ``bench/results/replay-<time>.json`` and prints a markdown table.
+10 M produce otherwise paid for the topic's write-back (a rebuild 35 s against 30 s). Every
+contender's final table is checked against the generator's summary (rows, sum of payments, sum
+of amounts; Kafka Streams: rows). Writes ``bench/results/replay-<time>.json`` and prints a markdown table.
 """
 
 from __future__ import annotations
