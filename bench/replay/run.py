@@ -8,7 +8,8 @@ process tree's peak RSS and CPU (``bench.replay.procmon``). Before each, the mac
 (``procmon.settle``: dirty pages flushed, CPUs idle for a second): the first contender after a
 10 M produce otherwise paid for the topic's write-back (a rebuild 35 s against 30 s). Every
 contender's final table is checked against the generator's summary (rows, sum of payments, sum
-of amounts; Kafka Streams: rows). Writes ``bench/results/replay-<time>.json`` and prints a markdown table.
+of amounts; Kafka Streams: rows). Writes ``bench/results/replay-<time>.json`` and prints a
+markdown table.
 """
 
 from __future__ import annotations
