@@ -209,13 +209,13 @@ def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
     ``repeated`` with ``schema`` (the table's columns and ``__pos``, its primary key)."""
     lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
-    live = ~F.col(CANDIDATE) & F.col(ERROR).isNull() & _live()
+    keyed_good = ~F.col(CANDIDATE) & F.col(ERROR).isNull()
+    live = keyed_good & _live()
     found.append(F.count(F.when(live, True)))
     size = arrow_bytes(decoded.schema, [*(c.name for c in schema.columns), POS]) if schema else None
     found.append(F.sum(F.when(live, size)) if size is not None else F.lit(None))
     if schema is not None:  # the changes ``Rebuild.rows`` picks from (or a superset of them)
-        changes = ~F.col(CANDIDATE) & F.col(ERROR).isNull() & (F.col(OP) != OP_TRUNCATE)
-        found += key_counts(schema, changes)
+        found += key_counts(schema, keyed_good & (F.col(OP) != OP_TRUNCATE))
     row = decoded.agg(*found).first()
     if row is None:
         return Survey(False, False, False, 0)
