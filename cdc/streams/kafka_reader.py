@@ -35,6 +35,17 @@ def _record(topic: str, partition: int, msg: kc.Message) -> StreamRecord:
     )  # fmt: skip
 
 
+def _newest_offset(batch: list[kc.Message]) -> int:
+    """The offset of the batch's last record (-1 if none). Not simply its last message: a
+    consumer that fetched the whole partition before the first poll ends the batch with the
+    partition's end event, after records past a read's stop (a bounded rebuild of a small
+    topic then took in later changes)."""
+    for msg in reversed(batch):
+        if msg.error() is None:
+            return msg.offset() or 0
+    return -1
+
+
 def _held_bytes(live: dict[bytes, kc.Message]) -> int:
     return sum(len(msg.value() or b"") for msg in live.values())
 
@@ -110,8 +121,7 @@ class KafkaStreamReader:
                         break
                     continue
                 batch = [first, *consumer.consume(9_999, 0)]
-                tail = batch[-1]
-                last = tail.error() is None and (tail.offset() or 0) >= end - 1
+                last = _newest_offset(batch) >= end - 1
                 if last:  # one partition: offsets ascend, only this batch reaches the end
                     batch = [m for m in batch if m.error() is not None or (m.offset() or 0) < end]
                 at_end = False

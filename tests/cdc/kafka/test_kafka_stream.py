@@ -9,6 +9,7 @@ import pytest
 
 from cdc.streams.kafka_errors import KafkaTransactionError
 from cdc.streams.kafka_stream import KafkaEventStream, KafkaStreamError
+from cdc.streams.latest import HeldBudget
 from cdc.streams.protocol import StreamRecord, TopicPartition
 
 pytestmark = pytest.mark.integration
@@ -175,3 +176,31 @@ def test_a_commit_does_not_wait_for_another_writers_transaction_on_a_shared_topi
     assert sorted(r.value or b"" for r in stream.read(shared, 0, 0)) == [b"mine", b"open"]
     mine.close()
     other.close()
+
+
+def test_a_compacted_read_stops_at_its_stop_when_the_partition_is_fetched_whole(
+    stream: KafkaEventStream, unique_name: Callable[[str], str]
+) -> None:
+    """Bug found by the replay kill -9 trials under load: a consumer that had fetched the whole
+    partition before its first poll got the records past a read's stop and then the partition's
+    end event in one batch; judged by that last message, the batch was not the one reaching the
+    stop, and a bounded rebuild took in later changes. The sleep lets the fetch finish first."""
+    topic = unique_name("whole")
+    stream.ensure_topic(topic, 1)
+    writer = stream.writer(unique_name("writer"))
+    for txn in range(12):  # small transactions, as a processor's changelog has them
+        writer.begin()
+        for i in range(txn * 5, txn * 5 + 5):
+            writer.send(topic, f"k{i}".encode(), f"v{i}".encode(), partition=0)
+        writer.commit()
+    writer.close()
+    stop = 20
+    expected = {r.key: r for r in stream.read(topic, 0, 0, stop) if r.key is not None}
+    assert expected and max(r.offset for r in expected.values()) < stop
+    reader = stream.reader({TopicPartition(topic, 0): 0})
+    try:
+        time.sleep(1.5)
+        kept = reader.compact(topic, 0, stop, frozenset(), HeldBudget(topic, 0, None))
+    finally:
+        reader.close()
+    assert kept.live == expected and not kept.gone and not kept.each
