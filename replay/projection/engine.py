@@ -12,16 +12,16 @@ batch the ledger covers is skipped, so a retry after a crash neither loses nor d
 - SQL projections (:class:`~projections.SqlProjection`): the batch's newest change per key
   (``batch_changes``) is signed against the projection's mirror of the source table (``-old``
   image, ``+new`` image, :mod:`replay.sinks.sql_projection`), then the plan's statements apply it; a
-  truncate resets the projection.
+  truncate resets the projection. A first build from the log start is one batch of the topic
+  compacted, as the replay engine rebuilds a table (:mod:`replay.projection.sql_batches`).
 - SCD and Python projections: every change of the batch, folded on the driver
   (:mod:`replay.projection.driver_folds`), written as row upserts and deletes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,19 +29,19 @@ from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from projections import IncrementalPlan, PythonProjection, ScdSpec, SqlProjection, version_table
 from projections.errors import ProjectionError
-from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import OFFSET, PARTITION, TXN, decode_native
 from replay.decode.schema import TopicSchema
-from replay.decode.schema_versions import retyped_columns, schema_in_range
+from replay.decode.schema_versions import schema_in_range
 from replay.decode.truncates import Truncate
 from replay.projection.driver_folds import MemoryProjection, delta_frame, memory_schema
+from replay.projection.sql_batches import SqlBatches, SqlTarget
 from replay.projection.store import ProjectionStore, projection_store
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay
-from replay.reading.sources import driver_rows, read_by_driver, read_records
+from replay.reading.sources import driver_rows, read_records
 from replay.reading.transaction_tail import TransactionTail, hold_open_transactions
 from replay.sinks.dead_letters import handle_bad_records
-from replay.sinks.protocol import OP, POS, TRUNCATED, LedgerEntry, RejectedRecordsError, Sink
+from replay.sinks.protocol import OP, POS, LedgerEntry, Sink
 from replay.sinks.sql_projection import MirrorSql
 from replay.spark import SparkSession
 from replay.tables.batches import cut_batches, find_truncates, source_reach, truncates_in
@@ -104,6 +104,7 @@ class ProjectionEngine:
     ) -> None:  # fmt: skip
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
         self.store: ProjectionStore = projection_store(sink)
+        self.sql = SqlBatches(spark, stream, sink, self.store)
         self._schemas: dict[str, TopicSchema] = {}
         self._memory: dict[str, tuple[MemoryProjection, dict[TopicPartition, int]]] = {}
         self.tail: TransactionTail | None = None
@@ -147,16 +148,25 @@ class ProjectionEngine:
         schema = self.schema(job.topic, job.declared)
         if not schema.primary_key:
             raise ReplayError(f"topic {job.topic} has no primary key to mirror its table by")
+        sql = self.sql_target(job) if isinstance(job.definition, SqlProjection) else None
+        if sql is not None and self._builds_first(job, plan):
+            built = self.sql.first_build(sql, schema, plan)
+            if built is not None:  # else images lacking values only older records hold
+                result.entries = built
+                result.seconds = time.monotonic() - started
+                if self.progress:
+                    self.progress(job.table, plan.span, plan.span)
+                return result
         batches = cut_batches(plan, job.batch_offsets)
-        truncates: list[Truncate] | None = None  # one batch finds its own (_sql_batch)
+        truncates: list[Truncate] | None = None  # one batch finds its own (SqlBatches.apply)
         if len(batches) > 1:  # never split a truncate across partitions (replay.tables.batches)
             truncates = find_truncates(self.spark, self.stream.url, plan, schema)
             reach = source_reach(self.spark, self.stream.url, plan, schema, truncates)
             batches = cut_batches(plan, job.batch_offsets, truncates, reach)
         for batch in batches:
-            if isinstance(job.definition, SqlProjection):
+            if sql is not None:
                 known = None if truncates is None else truncates_in(truncates, batch)
-                entry = self._sql_batch(job, schema, batch, known)
+                entry = self.sql.apply(sql, schema, batch, known)
             else:
                 entry = self._memory_batch(job, schema, batch)
             result.entries += [entry] if entry else []
@@ -196,51 +206,17 @@ class ProjectionEngine:
         keys = self.schema(job.topic, job.declared).primary_key
         return plan, MirrorSql.of(job.table, keys, definition.source_columns)
 
-    def _sql_batch(
-        self, job: ProjectionJob, schema: TopicSchema, batch: ReplayPlan,
-        truncates: Sequence[Truncate] | None,
-    ) -> LedgerEntry | None:  # fmt: skip
-        """Apply one batch; ``truncates``: the batch's, when the run found them already."""
-        plan, mirror = self.sql_plan(job)
-        records = read_records(self.spark, self.stream.url, batch, cut_prefix=schema.value_prefix)
-        rows = driver_rows(self.stream.url, batch)
-        # Each record decodes by its own schema.
-        schema = schema_in_range(job.topic, lambda: records, schema, rows=rows)
-        missing = [c for c in mirror.all_columns if c not in {s.name for s in schema.columns}]
-        if missing:
-            raise ProjectionError(
-                f"projection {job.name}: topic {job.topic} has no column {missing[0]}"
-                + (" (dropped from the source table)" if schema.versions else "")
-            )
-        for name, types in retyped_columns(schema).items():
-            if name in mirror.all_columns:
-                raise ProjectionError(
-                    f"projection {job.name}: column {name} of topic {job.topic} changed type "
-                    f"({' -> '.join(types)}) in offsets {_ranges_text(batch)}: build a new "
-                    "version of the projection over the new type"
-                )
-        decoded = decode_native(records, schema)
-        if read_by_driver(self.stream.url, batch):  # as ReplayEngine does
-            if truncates is None:
-                truncates = find_truncates(self.spark, self.stream.url, batch, schema)
-            marked = marked_batch(decoded, schema, truncates)
-            frame = marked.select(*mirror.all_columns, OP, POS, TRUNCATED)
-            with contextlib.suppress(RejectedRecordsError):  # some: refused by the write below
-                return self.store.apply_sql(
-                    plan, mirror, frame, batch.stop_positions, rows_at_most=batch.span
-                )
-        decoded.all.persist()  # read and decoded once: truncates, bad records, the write
-        try:
-            if truncates is None:
-                truncates = truncates_decoded(decoded)
-            changes = batch_changes(records, schema, truncates=truncates, decoded=decoded)
-            handle_bad_records(self.sink, changes.bad, "fail", batch.stop_positions, job.table)
-            frame = changes.changes.select(*mirror.all_columns, OP, POS, TRUNCATED)
-            return self.store.apply_sql(
-                plan, mirror, frame, batch.stop_positions, rows_at_most=batch.span
-            )
-        finally:
-            decoded.all.unpersist()
+    def sql_target(self, job: ProjectionJob) -> SqlTarget:
+        """A SQL projection's version as :class:`SqlBatches` applies it."""
+        return SqlTarget(job.name, job.topic, job.table, *self.sql_plan(job))
+
+    def _builds_first(self, job: ProjectionJob, plan: ReplayPlan) -> bool:
+        """Whether the run is the projection's first build: from the log start (no ledger) to
+        a stop that is no source-position cut (which is judged per event)."""
+        from_start = all(r.start <= r.log_start for r in plan.ranges)
+        return (
+            from_start and not job.stop.is_source_position and not self.store.positions(job.table)
+        )
 
     def _memory_batch(
         self, job: ProjectionJob, schema: TopicSchema, batch: ReplayPlan
@@ -290,7 +266,3 @@ class ProjectionEngine:
             key=lambda r: (r[POS], r[PARTITION], r[OFFSET]),
         )
         return rows, frame.schema
-
-
-def _ranges_text(plan: ReplayPlan) -> str:
-    return ", ".join(f"{r.tp.topic}:{r.tp.partition}:{r.start}-{r.stop}" for r in plan.ranges)

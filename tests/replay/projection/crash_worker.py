@@ -3,8 +3,9 @@ sink until the changelog's end (or, in the trials, until SIGKILLed).
 
 Run as ``python -m tests.replay.projection.crash_worker``. It starts a small SparkSession (the
 replay crash worker's), prints ``ready``, reads one :class:`ProjectionLayout` as a JSON line on
-stdin and runs :func:`project_to_end`: the projection engine from the projection's ledger (the
-log start without one) to ``end`` in batches of ``batch_offsets`` offsets. Around every batch's
+stdin and runs :func:`project_to_end`: the projection's first build to ``prefix`` if it has no
+ledger, then the projection engine from its ledger to ``end`` in batches of ``batch_offsets``
+offsets. Around every batch's
 sink write (``apply_sql``) it prints ``write <n>`` and ``committed <n>``, and ``done`` at the end.
 """
 
@@ -41,22 +42,25 @@ TABLE = version_table("payment_tiers", 1)
 
 @dataclass(frozen=True)
 class ProjectionLayout:
-    """One projection run: the changelog ``topic`` of ``stream`` into ``sink``, up to ``end``
-    (next offset per partition), in batches of ``batch_offsets`` offsets."""
+    """One projection run: the changelog ``topic`` of ``stream`` into ``sink``: a first build
+    from the log start to ``prefix`` (next offset per partition) if the projection has no
+    ledger, then up to ``end`` in batches of ``batch_offsets`` offsets."""
 
     stream: str
     topic: str
     sink: str
+    prefix: dict[int, int]
     end: dict[int, int]
     batch_offsets: int
 
     def positions(self, offsets: dict[int, int]) -> dict[TopicPartition, int]:
         return {TopicPartition(self.topic, p): o for p, o in offsets.items()}
 
-    def job(self) -> ProjectionJob:
-        stop = Bound(BoundKind.OFFSETS, offsets=self.positions(self.end))
+    def job(self, stop: dict[int, int] | None = None) -> ProjectionJob:
+        """The projection's job up to ``stop`` (``end`` if None)."""
+        bound = Bound(BoundKind.OFFSETS, offsets=self.positions(self.end if stop is None else stop))
         projection = SqlProjection.parse(PROJECTION_SQL)
-        return ProjectionJob(projection, self.topic, stop=stop, batch_offsets=self.batch_offsets)
+        return ProjectionJob(projection, self.topic, stop=bound, batch_offsets=self.batch_offsets)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -64,7 +68,8 @@ class ProjectionLayout:
     @staticmethod
     def from_json(text: str) -> ProjectionLayout:
         raw = json.loads(text)
-        raw["end"] = {int(p): int(o) for p, o in raw["end"].items()}
+        for name in ("prefix", "end"):
+            raw[name] = {int(p): int(o) for p, o in raw[name].items()}
         return ProjectionLayout(**raw)
 
 
@@ -99,13 +104,17 @@ def project_to_end(
     sink: Sink,
     report: Callable[[str, int], None] | None = None,
 ) -> None:
-    """Run the projection from its ledger to ``layout.end``: the same batches whether run once
-    or resumed (a resume starts at the ledger's positions)."""
+    """Build the projection to ``layout.prefix`` if it has no ledger (one write: the first
+    build), then run it from its ledger to ``layout.end``: the same writes whether run once or
+    resumed (a resume starts at the ledger's positions)."""
     stream = open_stream(layout.stream)
     try:
         engine = ProjectionEngine(spark, stream, sink)
         if report is not None:
-            engine.store = cast(ProjectionStore, ReportingStore(engine.store, report))
+            reporting = cast(ProjectionStore, ReportingStore(engine.store, report))
+            engine.store = engine.sql.store = reporting  # the engine's and its SQL batches'
+        if not engine.store.positions(TABLE):
+            engine.run(layout.job(layout.prefix))
         engine.run(layout.job())
     finally:
         stream.close()

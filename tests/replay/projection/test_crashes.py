@@ -58,7 +58,15 @@ def test_projection_batches_never_split_a_truncate_across_partitions(
     log = LocalLog.from_url(f"local://{tmp_path}/log")
     topic = SalesTopic(log)
     sink = open_sink(f"duckdb://{tmp_path}/out.duckdb", small_spark)
+    projection = SqlProjection.parse(
+        "CREATE TABLE per_title AS SELECT title, COUNT(*) AS sales FROM movie_ticket_sales "
+        "GROUP BY title"
+    )
+    engine = ProjectionEngine(small_spark, log, sink)
     try:
+        topic.write([RowChange("c", None, _sale(99, "Zed"))])
+        first = engine.run(ProjectionJob(projection, TOPIC, batch_offsets=8))
+        assert len(first.entries) == 1  # a first build is one write; then batches
         sale = _sale(0, "Dune")  # six updates of one key: its partition's truncate comes late
         topic.write([RowChange("c", None, sale), RowChange("c", None, _sale(1, "Heat"))])
         for seats in range(2, 8):
@@ -68,11 +76,6 @@ def test_projection_batches_never_split_a_truncate_across_partitions(
         topic.write([RowChange("c", None, row) for row in after])
         counts = [log.bounds(TOPIC, p).end for p in range(2)]
         assert max(counts) - min(counts) >= 6, f"the partitions' offsets {counts} are too close"
-        projection = SqlProjection.parse(
-            "CREATE TABLE per_title AS SELECT title, COUNT(*) AS sales FROM movie_ticket_sales "
-            "GROUP BY title"
-        )
-        engine = ProjectionEngine(small_spark, log, sink)
         result = engine.run(ProjectionJob(projection, TOPIC, batch_offsets=8))
         assert len(result.entries) >= 3, "the run should take several batches"
         plan, _ = engine.sql_plan(ProjectionJob(projection, TOPIC))
