@@ -4,7 +4,8 @@
 
 Writes the history (``--events`` minus the measured batches) of ``movie_ticket_sales`` changes
 (90 % new sales, 7 % value corrections, 3 % refunds as deletes) to a local-log changelog topic,
-builds the seeds' projection over it (``--history-batch`` offsets per batch), then:
+builds the seeds' projection over it (a first build: the topic compacted, one write; see
+``--history-batch``), then:
 
 - **incremental**, ``--batches`` times: ``--batch`` new changes arrive and the served projection
   catches up; rate = the batch's offsets / its wall time (the median batch is reported);
@@ -109,7 +110,9 @@ def main() -> None:
         "--history-batch",
         type=int,
         default=1_000_000,
-        help="offsets per batch of the first build (not measured as a rate)",
+        help="the history build's batch_offsets: a first build is one write, which into Delta "
+        "(signed on the driver) holds at most this many keys, else it goes by batches of this "
+        "many offsets",
     )
     parser.add_argument("--sink", choices=("duckdb", "delta"), default="duckdb")
     parser.add_argument("--work", default="bench-work/projection")

@@ -40,12 +40,12 @@ from replay.decode.changes import (
 from replay.decode.cut import cut_at
 from replay.decode.schema import TopicSchema
 from replay.decode.truncates import (
-    TRUNCATE_POS,
     TRUNCATES_SCHEMA,
     Truncate,
     after_known_truncates,
     after_truncates,
     cleared_by,
+    flagged_truncated,
     is_truncate_candidate,
     truncate_offsets,
 )
@@ -242,19 +242,9 @@ def batch_changes(
         candidates = cut_at(candidates, cut, straddling)
     found = truncate_offsets(candidates)
     kept = after_truncates(good.where(F.col(OP) != OP_TRUNCATE), found)
-    newest = newest_filled(kept, schema)
-    last = found.agg(F.max(TRUNCATE_POS).alias(POS))
-    flag = last.select(F.col(POS).isNotNull().alias(TRUNCATED))
-    names = [c.name for c in schema.columns]
-    changes = newest.crossJoin(flag).select(*names, OP, POS, TRUNCATED, UNAVAILABLE)
-    marker = last.where(F.col(POS).isNotNull()).select(
-        *(F.lit(None).cast(c.codec.spark).alias(c.name) for c in schema.columns),
-        F.lit(OP_TRUNCATE).alias(OP),
-        POS,
-        F.lit(True).alias(TRUNCATED),
-        F.array().cast("array<string>").alias(UNAVAILABLE),
-    )
-    return BatchChanges(changes.unionByName(marker), found, decoded.bad)
+    columns = [(c.name, c.codec.spark) for c in schema.columns]
+    changes = flagged_truncated(newest_filled(kept, schema), found, columns)
+    return BatchChanges(changes, found, decoded.bad)
 
 
 def truncates_decoded(decoded: Decoded) -> list[Truncate]:

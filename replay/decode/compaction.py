@@ -43,7 +43,7 @@ from replay.decode.truncates import (
     is_truncate_candidate,
     truncate_offsets,
 )
-from replay.sinks.protocol import OP, OP_TRUNCATE, OP_UPSERT, POS
+from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes, named_column
 
 CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
@@ -147,6 +147,15 @@ class Rebuild:
         live = winners.where(_live())
         return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
 
+    def newest(self) -> DataFrame:
+        """The newest change of every key (its columns, ``__op``, ``__pos``, ``__unavailable``):
+        ``rows()`` as upserts, and a delete (``d``) for each key whose newest change deletes it
+        or a tombstone follows. Runs ``newest_per_key`` as ``rows()`` does."""
+        repeated = (self.found or ANYTHING).repeated
+        winners = newest_per_key(self.changes, self.schema) if repeated else self.changes
+        op = F.when(_live(), F.lit(OP_UPSERT)).otherwise(F.lit(OP_DELETE)).alias(OP)
+        return winners.select(*(c.name for c in self.schema.columns), op, POS, UNAVAILABLE)
+
     def lacks_values(self) -> bool:
         """Whether a live image the compaction kept lacks a column Debezium could not read
         (unchanged TOAST): its value is in an older record, which compaction dropped (a Spark
@@ -198,6 +207,8 @@ class Survey(NamedTuple):
     live: int | None = None
     live_bytes: int | None = None
     repeated: bool = True
+    keys: int | None = None
+    """How many primary keys have changes (at least the rebuilt table's rows and deletes)."""
 
 
 ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
@@ -221,7 +232,8 @@ def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
         return Survey(False, False, False, 0)
     return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]),
                   None if size is None else int(row[4] or 0),
-                  schema is None or int(row[6]) < int(row[5]))  # fmt: skip
+                  schema is None or int(row[6]) < int(row[5]),
+                  None if schema is None else int(row[6]))  # fmt: skip
 
 
 _ARROW_WIDTHS: dict[type, int] = {

@@ -4,7 +4,8 @@ A truncate lands in one partition of a changelog but clears the whole table: in 
 it clears the changes at or before its offset, in the others those whose source position is
 before it. ``truncate_offsets`` finds each partition's last truncate among decoded changes,
 ``after_truncates`` drops what they clear (a join), ``after_known_truncates`` the same for
-truncates found beforehand (literal conditions). Truncate candidates (``is_truncate_candidate``:
+truncates found beforehand (literal conditions), ``flagged_truncated`` marks a batch that holds
+one. Truncate candidates (``is_truncate_candidate``:
 a null record key, or the changelog's truncate key) are the only records that may be one.
 """
 
@@ -14,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cdc.streams.protocol import TopicPartition
-from replay.decode.changes import OFFSET, PARTITION, TOPIC
+from replay.decode.changes import OFFSET, PARTITION, TOPIC, UNAVAILABLE
 from replay.decode.position import STREAM_POSITION_CHARS, source_part
-from replay.sinks.protocol import OP, OP_TRUNCATE, POS
+from replay.sinks.protocol import OP, OP_TRUNCATE, POS, TRUNCATED
 from replay.spark import Column, DataFrame, F, T
 
 TRUNCATE_KEYS = (b'{"schema":null,"payload":null}', b"null")
@@ -114,3 +115,24 @@ def cleared_by(truncates: Sequence[Truncate]) -> Column:
     for condition in conditions:
         cleared = cleared | F.coalesce(condition, F.lit(False))
     return cleared
+
+
+def flagged_truncated(
+    newest: DataFrame, found: DataFrame, columns: Sequence[tuple[str, T.DataType]]
+) -> DataFrame:
+    """A batch's newest changes (``columns``, ``__op``, ``__pos``, ``__unavailable``) with
+    ``__truncated``: whether ``found`` (``truncate_offsets``) holds a truncate, and then the
+    batch's ``t`` row (null columns, at the newest truncate's ``__pos``), which tells a sink to
+    clear the table before applying the batch even when no change follows the truncate."""
+    last = found.agg(F.max(TRUNCATE_POS).alias(POS))
+    flag = last.select(F.col(POS).isNotNull().alias(TRUNCATED))
+    names = [name for name, _ in columns]
+    changes = newest.crossJoin(flag).select(*names, OP, POS, TRUNCATED, UNAVAILABLE)
+    marker = last.where(F.col(POS).isNotNull()).select(
+        *(F.lit(None).cast(kind).alias(name) for name, kind in columns),
+        F.lit(OP_TRUNCATE).alias(OP),
+        POS,
+        F.lit(True).alias(TRUNCATED),
+        F.array().cast("array<string>").alias(UNAVAILABLE),
+    )
+    return changes.unionByName(marker)

@@ -89,7 +89,7 @@ class ProjectionJob:
 @dataclass
 class ProjectionResult:
     table: str
-    mode: str  # "catch-up", "up-to-date" or "waiting" (the topic has no row event yet)
+    mode: str  # "rebuild" (a first build), "catch-up", "up-to-date" or "waiting" (no row yet)
     span: int = 0
     seconds: float = 0.0
     entries: list[LedgerEntry] = field(default_factory=list)
@@ -103,12 +103,20 @@ class ProjectionEngine:
         progress: ProjectionProgress | None = None,
     ) -> None:  # fmt: skip
         self.spark, self.stream, self.sink, self.progress = spark, stream, sink, progress
-        self.store: ProjectionStore = projection_store(sink)
-        self.sql = SqlBatches(spark, stream, sink, self.store)
+        self.sql = SqlBatches(spark, stream, sink, projection_store(sink))
         self._schemas: dict[str, TopicSchema] = {}
         self._memory: dict[str, tuple[MemoryProjection, dict[TopicPartition, int]]] = {}
         self.tail: TransactionTail | None = None
         """What the last ``run`` held back at the tail."""
+
+    @property
+    def store(self) -> ProjectionStore:
+        """The sink's projection store, through which the SQL batches write too."""
+        return self.sql.store
+
+    @store.setter
+    def store(self, store: ProjectionStore) -> None:
+        self.sql.store = store
 
     def plan(self, job: ProjectionJob) -> ReplayPlan:
         """The offsets the next run of ``job`` applies (from its ledger to the stop bound)."""
@@ -150,9 +158,9 @@ class ProjectionEngine:
             raise ReplayError(f"topic {job.topic} has no primary key to mirror its table by")
         sql = self.sql_target(job) if isinstance(job.definition, SqlProjection) else None
         if sql is not None and self._builds_first(job, plan):
-            built = self.sql.first_build(sql, schema, plan)
+            built = self.sql.first_build(sql, schema, plan, job.batch_offsets)
             if built is not None:  # else images lacking values only older records hold
-                result.entries = built
+                result.mode, result.entries = "rebuild", built
                 result.seconds = time.monotonic() - started
                 if self.progress:
                     self.progress(job.table, plan.span, plan.span)

@@ -7,8 +7,11 @@ table as the whole range leaves it: the newest live image of every key. That is 
 engine's rebuild (``compacted_read.persisted_decode``, ``compaction.rebuild_table``: each
 partition compacted as it is read, only the survivors decoded) applied as one batch of upserts,
 where the batch path reads and decodes every record of the range to pick the newest per key (a
-1 M-record topic over 100 k keys: ten times the decoding). As in a rebuild, a bad record some
-later record of its key supersedes is not reached; a bad survivor fails the build.
+1 M-record topic over 100 k keys: ten times the decoding). As in a rebuild, a bad record is not
+reached where a later record of its key supersedes it or a truncate after it in its partition
+clears it, and a keyed-by-null record that is not a truncate is a bad record; a bad survivor
+fails the build. Compaction keeps a partition's newest record of a key by offset, the batch
+path the newest change by source position: the same where positions grow with offsets.
 """
 
 from __future__ import annotations
@@ -25,17 +28,16 @@ from projections.errors import ProjectionError
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
 from replay.decode.changes import decode_native
 from replay.decode.compacted_read import persisted_decode
-from replay.decode.compaction import rebuild_table
+from replay.decode.compaction import Rebuild, rebuild_table
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import retyped_columns, schema_in_range
-from replay.decode.truncates import Truncate
+from replay.decode.truncates import Truncate, flagged_truncated
 from replay.projection.store import ProjectionStore
 from replay.reading.plan import ReplayPlan
 from replay.reading.sources import driver_rows, read_by_driver, read_records
 from replay.sinks.dead_letters import handle_bad_records
 from replay.sinks.protocol import (
     OP,
-    OP_UPSERT,
     POS,
     TRUNCATED,
     LedgerEntry,
@@ -43,7 +45,7 @@ from replay.sinks.protocol import (
     Sink,
 )
 from replay.sinks.sql_projection import MirrorSql
-from replay.spark import F, SparkSession
+from replay.spark import DataFrame, F, SparkSession
 from replay.tables.batches import find_truncates
 
 
@@ -99,28 +101,28 @@ class SqlBatches:
             decoded.all.unpersist()
 
     def first_build(
-        self, target: SqlTarget, schema: TopicSchema, plan: ReplayPlan
+        self, target: SqlTarget, schema: TopicSchema, plan: ReplayPlan, batch_offsets: int
     ) -> list[LedgerEntry] | None:
-        """Build the empty projection from ``plan`` (from the log start) as the topic compacted,
-        in one batch (the module doc): its ledger entry, if written. None where a kept image
-        lacks a value Debezium could not read (unchanged TOAST) whose older image compaction
-        dropped: batches then build it."""
+        """Apply ``plan`` (from the log start) as the topic compacted, in one batch (the module
+        doc): its ledger entry, if written. None where batches must build it: a kept image lacks
+        a value Debezium could not read (unchanged TOAST) whose older image compaction dropped,
+        or the store holds a batch on the driver and the range has more keys than
+        ``batch_offsets``."""
         url, prefix = self.stream.url, schema.value_prefix
         records = partial(read_records, self.spark, url, plan, cut_prefix=prefix)
         schema = self._schema(target, schema, plan, records)  # a Spark read only if versioned
         decoded, persisted, found = persisted_decode(self.spark, url, plan, schema)
         try:
+            if self.store.batch_on_driver and (found.keys or 0) > batch_offsets:
+                return None
             rebuilt = rebuild_table(decoded, schema, found)
             if found.lacking and rebuilt.lacks_values():
                 return None
             handle_bad_records(self.sink, rebuilt.bad, "fail", plan.stop_positions, target.table)
-            # Every live key an upsert and no truncate: an empty projection has nothing to
-            # clear, and the rows are those after the range's truncates.
-            frame = rebuilt.rows().select(
-                *target.mirror.all_columns, F.lit(OP_UPSERT).alias(OP), POS,
-                F.lit(False).alias(TRUNCATED),
-            )  # fmt: skip
-            most = rebuilt.bounds(plan.span)["rows_at_most"]
+            frame = _as_batch(rebuilt, schema).select(
+                *target.mirror.all_columns, OP, POS, TRUNCATED
+            )
+            most = None if found.keys is None else found.keys + 1  # and a truncate's row
             entry = self.store.apply_sql(
                 target.plan, target.mirror, frame, plan.stop_positions, rows_at_most=most
             )
@@ -156,3 +158,16 @@ class SqlBatches:
 
 def _ranges_text(plan: ReplayPlan) -> str:
     return ", ".join(f"{r.tp.topic}:{r.tp.partition}:{r.start}-{r.stop}" for r in plan.ranges)
+
+
+def _as_batch(rebuilt: Rebuild, schema: TopicSchema) -> DataFrame:
+    """The rebuilt range as ``batch_changes`` has a batch: the newest change of every key (a
+    delete leaves the mirror a tombstone, so an older change that comes later, from another
+    partition, cannot bring the key back), flagged truncated with its ``t`` row where the range
+    holds a truncate. Into an empty projection only the upserts count; the deletes and the flag
+    make the build right over a projection another follower built meanwhile, as a batch is."""
+    newest = rebuilt.newest()
+    if not (rebuilt.found is None or rebuilt.found.candidates):  # no truncate to look for
+        return newest.withColumn(TRUNCATED, F.lit(False))
+    columns = [(c.name, c.codec.spark) for c in schema.columns]
+    return flagged_truncated(newest, rebuilt.truncates, columns)

@@ -19,6 +19,9 @@ from replay.spark import DataFrame
 class ProjectionStore(Protocol):
     dialect: str
     """The SQL dialect of the store's statements (``duckdb`` or ``spark``)."""
+    batch_on_driver: bool
+    """Whether ``apply_sql`` holds a batch's rows on the driver (signs them in Python): a batch
+    must then stay within the job's ``batch_offsets``, a first build included."""
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the projection stored in ``table`` reflects (empty: none)."""

@@ -77,6 +77,7 @@ class DeltaProjectionStore:
     """Runs projection batches, blue/green swaps and reads on a :class:`DeltaSink`."""
 
     dialect = SPARK
+    batch_on_driver = True  # signed against the RocksDB mirror in Python
 
     def __init__(self, sink: DeltaSink) -> None:
         self.sink, self.spark, self.root = sink, sink.spark, sink.root

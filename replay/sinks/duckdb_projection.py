@@ -36,6 +36,7 @@ class DuckDBProjectionStore:
     """Runs projection batches, blue/green swaps and reads on a :class:`DuckDBSink`."""
 
     dialect = DUCKDB
+    batch_on_driver = False  # staged as Arrow or Parquet, signed in DuckDB
 
     def __init__(self, sink: DuckDBSink) -> None:
         self.sink, self.spark = sink, sink.spark

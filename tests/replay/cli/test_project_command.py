@@ -64,7 +64,7 @@ def test_project_build_catch_up_rebuild_rollback(
     topic.write(mirror.changes(_ops(rng, 30)))
     assert main(cli) == 0
     out = capsys.readouterr().out
-    assert "catch-up" in out and "lag per partition 0:0, 1:0" in out, out
+    assert "rebuild" in out and "lag per partition 0:0, 1:0" in out, out  # a first build
     assert _served(spark, log, sink_url) == (_expected(mirror), 1)
 
     topic.write(mirror.changes(_ops(rng, 20)))

@@ -69,13 +69,13 @@ def differences(got: Tiers, expected: Tiers) -> dict[str, tuple[Any, Any]]:
     }
 
 
-FIRST_BUILD_SHARE = 0.45
-"""How much of the changelog the first build covers: past the first reset (at 40% of the input),
-so a first build meets a truncate; the rest is applied in batches."""
-
-
 def layout_of(log: Changelog, sink: str, batch_offsets: int) -> ProjectionLayout:
-    prefix = {p: max(1, int(e * FIRST_BUILD_SHARE)) for p, e in log.end.items()}
+    """The changelog's layout: the first build covers each partition up to its first change
+    after the first reset (a truncate, at 40% of the input), the rest is applied in batches."""
+    reset = next(i for i, event in enumerate(log.events) if event.get("reset"))
+    prefix = {
+        p: next(offset for offset, end in log.changes[p] if end > reset + 1) + 1 for p in log.end
+    }
     return ProjectionLayout(log.stream, log.topic, sink, prefix, dict(log.end), batch_offsets)
 
 

@@ -111,8 +111,7 @@ def project_to_end(
     try:
         engine = ProjectionEngine(spark, stream, sink)
         if report is not None:
-            reporting = cast(ProjectionStore, ReportingStore(engine.store, report))
-            engine.store = engine.sql.store = reporting  # the engine's and its SQL batches'
+            engine.store = cast(ProjectionStore, ReportingStore(engine.store, report))
         if not engine.store.positions(TABLE):
             engine.run(layout.job(layout.prefix))
         engine.run(layout.job())

@@ -21,6 +21,7 @@ from projections.change_ops import RowChange
 from replay.projection.engine import ProjectionEngine, ProjectionJob
 from replay.projection.sql_batches import SqlBatches
 from replay.reading.bounds import Bound, BoundKind
+from replay.reading.plan import plan_replay
 from replay.sinks.registry import open_sink
 from tests.replay.decode.conftest import PLACEHOLDER, pg_update
 from tests.replay.projection.workload import TOPIC, SalesTopic
@@ -98,6 +99,7 @@ def test_a_first_build_equals_the_projection_applied_batch_by_batch(
         assert len(engine.run(job).entries) >= 4
         expected = _rows(engine, job)
         assert expected and _rows(built, job) == expected
+        assert expected == _per_title({k[0]: row for k, row in topic.rows.items()})
         assert built.run(job).mode == "up-to-date"
     finally:
         topic.close()
@@ -119,14 +121,19 @@ def test_a_first_build_lacking_unchanged_toast_values_goes_by_batches(
         writer.send(topic, json.dumps({"id": row}).encode(), pg_update(lsn, row, text, name))
     writer.commit()
     writer.close()
-    applied: list[int] = []
-    batch = SqlBatches.apply
+    calls: list[tuple[str, Any]] = []
+    batch, first = SqlBatches.apply, SqlBatches.first_build
 
-    def counted(self: SqlBatches, *args: Any) -> Any:
-        applied.append(1)
+    def applied(self: SqlBatches, *args: Any) -> Any:
+        calls.append(("apply", None))
         return batch(self, *args)
 
-    monkeypatch.setattr(SqlBatches, "apply", counted)
+    def built(self: SqlBatches, *args: Any) -> Any:
+        calls.append(("first_build", first(self, *args)))
+        return calls[-1][1]
+
+    monkeypatch.setattr(SqlBatches, "apply", applied)
+    monkeypatch.setattr(SqlBatches, "first_build", built)
     sink = open_sink(f"duckdb://{tmp_path}/out.duckdb", spark)
     try:
         engine = ProjectionEngine(spark, log, sink)
@@ -136,7 +143,7 @@ def test_a_first_build_lacking_unchanged_toast_values_goes_by_batches(
         )
         job = ProjectionJob(projection, topic)
         assert len(engine.run(job).entries) == 1
-        assert applied == [1]
+        assert calls == [("first_build", None), ("apply", None)]
         assert _rows(engine, job) == [("first text", 1), ("kept", 1)]
     finally:
         sink.close()
@@ -190,3 +197,83 @@ def test_a_first_build_skips_a_superseded_bad_record_and_fails_on_a_kept_one(
         topic.close()
         sink.close()
         other.close()
+
+
+def _sent(log: LocalLog, sale_id: int) -> list[Any]:
+    """The records of sale ``sale_id`` on ``TOPIC``, oldest first."""
+    found = []
+    for partition in range(log.partition_count(TOPIC)):
+        for record in log.read(TOPIC, partition, 0):
+            payload = json.loads(record.value or b"null") or {}
+            image = payload.get("payload", {}).get("after") or payload.get("payload", {}).get(
+                "before"
+            )
+            if image and image["id"] == sale_id:
+                found.append(record)
+    return found
+
+
+def test_a_key_deleted_in_a_first_build_stays_deleted_when_an_older_change_comes_later(
+    log: LocalLog, spark: Any, tmp_path: Path
+) -> None:
+    """The first build leaves the mirror a tombstone for a deleted key, as a batch does: the
+    key's older insert, arriving later in the other partition (a repartitioned topic), is
+    older than the delete and changes nothing."""
+    topic = SalesTopic(log)
+    rng = random.Random(9)
+    dune, heat = {**_sale(1, rng), "title": "Dune"}, {**_sale(2, rng), "title": "Heat"}
+    topic.write([RowChange("c", None, dune), RowChange("c", None, heat)])
+    topic.write([RowChange("d", dune, None)])
+    sink = open_sink(f"duckdb://{tmp_path}/out.duckdb", spark)
+    try:
+        engine = ProjectionEngine(spark, log, sink)
+        job = ProjectionJob(PER_TITLE, TOPIC)
+        assert engine.run(job).mode == "rebuild"
+        expected = _per_title({2: heat})
+        assert _rows(engine, job) == expected
+        insert = _sent(log, 1)[0]
+        writer = log.writer("repartitioned")
+        writer.begin()
+        writer.send(TOPIC, insert.key, insert.value, partition=1 - insert.partition)
+        writer.commit()
+        writer.close()
+        assert engine.run(job).mode == "catch-up"
+        assert _rows(engine, job) == expected
+    finally:
+        topic.close()
+        sink.close()
+
+
+def test_a_first_build_over_a_projection_built_meanwhile_applies_as_a_batch(
+    log: LocalLog, spark: Any, tmp_path: Path
+) -> None:
+    """Two followers of one projection: one builds it to some positions, the other, which
+    planned its first build from the log start before, writes it after. Its batch (newest
+    change of every key, deletes and the truncate included) brings the projection to the end
+    as a batch over those positions would."""
+    topic = SalesTopic(log)
+    rng = random.Random(4)
+    rows = {i: _sale(i, rng) for i in range(12)}
+    topic.write([RowChange("c", None, row) for row in rows.values()])
+    sink = open_sink(f"duckdb://{tmp_path}/out.duckdb", spark)
+    try:
+        engine = ProjectionEngine(spark, log, sink)
+        job = ProjectionJob(PER_TITLE, TOPIC)
+        target, schema = engine.sql_target(job), engine.schema(TOPIC)
+        start = plan_replay(log, [TOPIC], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+        assert engine.run(job).mode == "rebuild"  # the first follower
+        topic.write([RowChange("d", rows[i], None) for i in (0, 1)])
+        assert engine.sql.first_build(target, schema, start, 10**6) == []  # covered: skipped
+        late = plan_replay(log, [TOPIC], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+        topic.write([RowChange("t", None, None)])
+        after = {i: _sale(i, rng) for i in (20, 21)}
+        topic.write([RowChange("c", None, row) for row in after.values()])
+        whole = plan_replay(log, [TOPIC], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+        assert len(engine.sql.first_build(target, schema, late, 10**6) or []) == 1
+        assert _rows(engine, job) == _per_title({i: r for i, r in rows.items() if i > 1})
+        assert len(engine.sql.first_build(target, schema, whole, 10**6) or []) == 1
+        assert _rows(engine, job) == _per_title(after)
+        assert engine.run(job).mode == "up-to-date"
+    finally:
+        topic.close()
+        sink.close()
