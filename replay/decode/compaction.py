@@ -142,19 +142,20 @@ class Rebuild:
         """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
         of every key. Runs ``newest_per_key``'s Spark job at each call, unless the survey found
         no repeated key."""
-        repeated = (self.found or ANYTHING).repeated
-        winners = newest_per_key(self.changes, self.schema) if repeated else self.changes
-        live = winners.where(_live())
+        live = self._winners().where(_live())
         return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
 
     def newest(self) -> DataFrame:
         """The newest change of every key (its columns, ``__op``, ``__pos``, ``__unavailable``):
         ``rows()`` as upserts, and a delete (``d``) for each key whose newest change deletes it
         or a tombstone follows. Runs ``newest_per_key`` as ``rows()`` does."""
-        repeated = (self.found or ANYTHING).repeated
-        winners = newest_per_key(self.changes, self.schema) if repeated else self.changes
         op = F.when(_live(), F.lit(OP_UPSERT)).otherwise(F.lit(OP_DELETE)).alias(OP)
-        return winners.select(*(c.name for c in self.schema.columns), op, POS, UNAVAILABLE)
+        return self._winners().select(*(c.name for c in self.schema.columns), op, POS, UNAVAILABLE)
+
+    def _winners(self) -> DataFrame:
+        """The changes, picked per primary key unless the survey found no key repeated."""
+        repeated = (self.found or ANYTHING).repeated
+        return newest_per_key(self.changes, self.schema) if repeated else self.changes
 
     def lacks_values(self) -> bool:
         """Whether a live image the compaction kept lacks a column Debezium could not read

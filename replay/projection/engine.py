@@ -221,9 +221,10 @@ class ProjectionEngine:
     def _builds_first(self, job: ProjectionJob, plan: ReplayPlan) -> bool:
         """Whether the run is the projection's first build: from the log start (no ledger) to
         a stop that is no source-position cut (which is judged per event)."""
-        from_start = all(r.start <= r.log_start for r in plan.ranges)
         return (
-            from_start and not job.stop.is_source_position and not self.store.positions(job.table)
+            plan.from_log_start
+            and not job.stop.is_source_position
+            and not self.store.positions(job.table)
         )
 
     def _memory_batch(

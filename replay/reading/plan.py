@@ -59,6 +59,11 @@ class ReplayPlan:
         """The positions the target reflects once the plan has been applied."""
         return {r.tp: r.stop for r in self.ranges}
 
+    @property
+    def from_log_start(self) -> bool:
+        """Whether every range starts at its partition's log start (a build from scratch)."""
+        return all(r.start <= r.log_start for r in self.ranges)
+
     def check_gaps(self, allow_gaps: bool) -> None:
         """Refuse a plan with gaps unless the user allowed them."""
         if self.gaps and not allow_gaps:

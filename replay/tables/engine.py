@@ -178,8 +178,7 @@ class ReplayEngine:
         # Read again for a table an earlier topic of the run may have written.
         known = self._ledgers.pop(table, None)
         ledger = known if known is not None else self.sink.positions(table)
-        from_start = all(r.start <= r.log_start for r in plan.ranges)
-        if not ledger and from_start:
+        if not ledger and plan.from_log_start:
             result.mode = "rebuild"
             entry = self._rebuild(job, spec, schema, plan, result)
             result.entries += [entry] if entry else []
