@@ -5,8 +5,8 @@ Run as ``python -m tests.replay.projection.crash_worker``. It starts a small Spa
 replay crash worker's), prints ``ready``, reads one :class:`ProjectionLayout` as a JSON line on
 stdin and runs :func:`project_to_end`: the projection's first build to ``prefix`` if it has no
 ledger, then the projection engine from its ledger to ``end`` in batches of ``batch_offsets``
-offsets. Around every batch's
-sink write (``apply_sql``) it prints ``write <n>`` and ``committed <n>``, and ``done`` at the end.
+offsets. Around every batch's sink write (``apply_sql``) it prints ``write <n>`` and
+``committed <n>``, and ``done`` at the end.
 """
 
 from __future__ import annotations
