@@ -123,6 +123,16 @@ class ChangeEventReader:
         """Parse a record key (None for a null key); raises ``ChangeEventError`` on bad input."""
         return None if raw is None else self._key(raw, Origin(topic, partition, offset))
 
+    def value_schema(self, schema_text: str) -> CompiledSchema | None:
+        """The compiled Connect schema of values whose ``schema`` is ``schema_text`` (as
+        written); raises ``FieldError`` for an invalid schema, ``ValueError`` for bad JSON."""
+        return self._compiled(loads(schema_text), schema_text)
+
+    def decode_rows(self, payload: dict[str, Any], compiled: CompiledSchema | None) -> None:
+        """Decode the row images of an envelope ``payload`` in place, as ``parse_value`` does
+        (by ``compiled``, else the declared table); raises ``FieldError`` naming the field."""
+        self._decode_rows(payload, compiled)
+
     def _key(self, raw: RawRecord, origin: Origin) -> RecordKey | None:
         doc = self._read(raw, origin, "key")
         prefix = join_path("key", doc.prefix)

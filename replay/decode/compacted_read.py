@@ -6,7 +6,9 @@ shuffle: a task reads its range compacted through the stream's own protocol
 each stream reading them its own way) and ships only those to the JVM (pickled rows). Records
 keyed by a truncate key (``truncates.is_truncate_candidate``) are kept one by one. The rows have
 the columns and meaning of ``compaction.latest_records``, so ``compaction.decoded_latest`` takes
-them as they are, in the same tasks (``persisted_decode``).
+them as they are, in the same tasks. ``persisted_decode`` goes one step further where it can
+(``decoded_survivors``): the task decodes its survivors itself (``survivor_rows``) and ships
+decoded rows, so the JVM neither plans nor runs the ``from_json`` decode.
 
 Against the two Spark passes (a hash aggregation of the offsets, then a second read joined
 against the winners), this reads the range once and moves no value of a record that compaction
@@ -27,10 +29,12 @@ from typing import Any
 from cdc.runtime.record_heap import return_free_heap
 from cdc.streams.protocol import CompactedRange, CompactionOverBudget, StreamRecord
 from cdc.streams.registry import open_stream
+from replay.decode.changes import ERROR, SOURCE, TXN, VALUE
 from replay.decode.compaction import (
     CANDIDATE,
     LIVE_OFFSET,
     LIVE_VALUE,
+    TOMBSTONED,
     OverBudget,
     Survey,
     broadcasts_winners,
@@ -39,11 +43,13 @@ from replay.decode.compaction import (
     newest_offsets,
     survey,
 )
+from replay.decode.fallback import decoded_type, positioned
 from replay.decode.schema import TopicSchema
+from replay.decode.survivor_rows import SurvivorDecoder
 from replay.decode.truncates import TRUNCATE_KEYS
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.reading.sources import read_records
-from replay.spark import DataFrame, SparkSession, T, session_confs
+from replay.spark import DataFrame, F, SparkSession, T, session_confs
 
 LATEST_SCHEMA = T.StructType(
     [
@@ -106,11 +112,15 @@ def persisted_decode(
     """The plan's records compacted and decoded (``compaction.decoded_latest``), persisted; the
     frames to unpersist after; and what ``compaction.survey`` finds in the decode, whose job
     fills the cache. In one job that reads, compacts and decodes (the compacted values are never
-    cached), or by the two Spark passes over the plan's records (read by ``reading.sources``)
-    where a compaction task would go over its memory budget. The one-job cache is not
-    compressed (``UNCOMPRESSED_CACHE``)."""
+    cached; the compaction tasks decode, ``decoded_survivors``, unless the topic has schema
+    versions or flat rows: then ``decode_native`` in the same tasks), or by the two Spark passes
+    over the plan's records (read by ``reading.sources``) where a compaction task would go over
+    its memory budget. The one-job cache is not compressed (``UNCOMPRESSED_CACHE``)."""
     with session_confs(spark, UNCOMPRESSED_CACHE):  # taken by the cache as it is declared
-        decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
+        if schema.native and not schema.versions:
+            decoded = decoded_survivors(spark, stream_url, plan, schema).persist()
+        else:
+            decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
     try:
         return decoded, [decoded], survey(decoded, schema)
     except Exception as error:  # a Spark job's error names its cause only in its text
@@ -125,6 +135,38 @@ def persisted_decode(
     latest = latest_records(records, newest, broadcast=broadcast).persist()
     decoded = decoded_latest(latest, schema).persist()
     return decoded, [newest, latest, decoded], survey(decoded, schema)
+
+
+def decoded_survivors(
+    spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
+) -> DataFrame:
+    """``decoded_latest`` of ``compacted_records``, each survivor decoded in the task that kept
+    it (``survivor_rows``: no value goes to the JVM undecoded, no ``from_json`` is planned); a
+    record's raw value kept only where it is rejected."""
+    carry = [T.StructField(TOMBSTONED, T.BooleanType()), T.StructField(CANDIDATE, T.BooleanType())]
+    ranges = [r for r in plan.ranges if r.span > 0]
+    decode = partial(decode_range, stream_url, schema, budget=task_budget_bytes())
+    rdd = spark.sparkContext.parallelize(ranges, max(len(ranges), 1)).flatMap(decode)
+    rows = positioned(
+        spark.createDataFrame(rdd, decoded_type(schema, carry), verifySchema=False), schema
+    )
+    kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
+    return rows.withColumn(VALUE, kept).drop(SOURCE, TXN)
+
+
+def decode_range(
+    stream_url: str, schema: TopicSchema, r: PartitionRange, budget: int
+) -> Iterator[tuple[Any, ...]]:
+    """The decoded survivors of one range (rows of ``decoded_survivors``; in a Spark task)."""
+    decoder = SurvivorDecoder(schema)
+    for row in compact_range(stream_url, r, budget):
+        topic, partition, key, candidate, offset, _, _, live_offset, live_value = row
+        if live_offset is not None:
+            origin = (topic, partition, live_offset, key)
+            carried = (offset != live_offset, candidate is not None)
+            decoded = decoder.row(origin, live_value, carried)
+            if decoded is not None:
+                yield decoded
 
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:

@@ -33,7 +33,7 @@ from replay.reading.sources import whole_records
 from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
 from replay.spark import DataFrame, F, T
 
-_SOURCE_NAMES = tuple(SOURCE_TYPE.fieldNames())
+SOURCE_NAMES = tuple(SOURCE_TYPE.fieldNames())
 _META_TYPES: dict[str, T.DataType] = {
     OP: T.StringType(),
     POS: T.StringType(),
@@ -58,7 +58,7 @@ def decoded_type(schema: TopicSchema, carry: Sequence[T.StructField] = ()) -> T.
 
 def _source_tuple(event: ChangeEvent) -> tuple[Any, ...]:
     fields = event.source.model_dump(by_alias=True)
-    return tuple(fields.get(name) for name in _SOURCE_NAMES)
+    return tuple(fields.get(name) for name in SOURCE_NAMES)
 
 
 def _transaction_id(event: ChangeEvent) -> str | None:
@@ -104,33 +104,44 @@ def change_values(
     return values, unavailable, None
 
 
+def decoded_row(
+    reader: ChangeEventReader,
+    schema: TopicSchema,
+    origin: tuple[str, int, int, bytes | None],
+    value: bytes,
+    carried: tuple[Any, ...] = (),
+) -> tuple[Any, ...] | None:
+    """One record (``origin``: topic, partition, offset, key) as a row of ``decoded_type``,
+    the raw value in it; None for a tombstone or a logical message."""
+    topic, partition, offset, key = origin
+    empty = [None] * len(schema.columns)
+    bad: tuple[Any, ...] = (*empty, None, None, [], None, None, *origin)
+    try:
+        parsed = reader.parse_value(value, key=key, topic=topic, partition=partition, offset=offset)
+    except ChangeEventError as exc:
+        return (*bad, str(exc), value, *carried)
+    if isinstance(parsed, Tombstone):
+        return None
+    if not isinstance(parsed, ChangeEvent):
+        return (*bad, f"not a change event: a {parsed.kind} event", value, *carried)
+    if parsed.op is Op.MESSAGE:
+        return None
+    values, unavailable, error = change_values(schema, parsed)
+    op = {Op.DELETE: OP_DELETE, Op.TRUNCATE: OP_TRUNCATE}.get(parsed.op, OP_UPSERT)
+    meta = (op, None, unavailable, _transaction_id(parsed), _source_tuple(parsed), *origin)
+    return (*(values or empty), *meta, error, value, *carried)
+
+
 def _decode_partition(
     schema: TopicSchema, carry: Sequence[str], rows: Iterable[Any]
 ) -> Iterator[tuple[Any, ...]]:
     reader = ChangeEventReader(schema.table)
-    empty = [None] * len(schema.columns)
     for row in rows:
         origin = (row.topic, row.partition, row.offset, row.key)
         carried = tuple(row[name] for name in carry)
-        bad = (*empty, None, None, [], None, None, *origin)
-        try:
-            parsed = reader.parse_value(
-                row.value, key=row.key, topic=row.topic, partition=row.partition, offset=row.offset
-            )
-        except ChangeEventError as exc:
-            yield (*bad, str(exc), row.value, *carried)
-            continue
-        if isinstance(parsed, Tombstone):
-            continue
-        if not isinstance(parsed, ChangeEvent):
-            yield (*bad, f"not a change event: a {parsed.kind} event", row.value, *carried)
-            continue
-        if parsed.op is Op.MESSAGE:
-            continue
-        values, unavailable, error = change_values(schema, parsed)
-        op = {Op.DELETE: OP_DELETE, Op.TRUNCATE: OP_TRUNCATE}.get(parsed.op, OP_UPSERT)
-        meta = (op, None, unavailable, _transaction_id(parsed), _source_tuple(parsed), *origin)
-        yield (*(values or empty), *meta, error, row.value, *carried)
+        decoded = decoded_row(reader, schema, origin, row.value, carried)
+        if decoded is not None:
+            yield decoded
 
 
 def decode_python(records: DataFrame, schema: TopicSchema, carry: Sequence[str] = ()) -> Decoded:
@@ -143,8 +154,11 @@ def decode_python(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     decoded = records.sparkSession.createDataFrame(
         rows, decoded_type(schema, carried), verifySchema=False
     )
+    return Decoded(positioned(decoded, schema), schema)
+
+
+def positioned(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
+    """Rows of ``decoded_type`` with their ``__pos``, a record without one rejected."""
     position = event_position(F.col(SOURCE), F.col(PARTITION), F.col(OFFSET), schema.connector)
     missing = F.when(position.isNull(), F.lit("no source position (source fields missing)"))
-    return Decoded(
-        decoded.withColumns({POS: position, ERROR: F.coalesce(F.col(ERROR), missing)}), schema
-    )
+    return decoded.withColumns({POS: position, ERROR: F.coalesce(F.col(ERROR), missing)})
