@@ -39,6 +39,7 @@ HOT_PATH = (
     "cdc/processor/restore.py",
     "cdc/processor/group.py",
     "replay/decode/compacted_read.py",
+    "replay/decode/survivor_rows.py",
 )
 """Source files compiled by ``make compiled``, relative to the repository root."""
 

@@ -26,7 +26,7 @@ from contextlib import closing
 from functools import partial
 from typing import Any
 
-from cdc.runtime.record_heap import return_free_heap
+from cdc.runtime.record_heap import cycle_collector_paused, return_free_heap
 from cdc.streams.protocol import CompactedRange, CompactionOverBudget, StreamRecord
 from cdc.streams.registry import open_stream
 from replay.decode.changes import ERROR, SOURCE, TXN, VALUE
@@ -186,7 +186,10 @@ def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[t
                     f"MB of newest values after {over.records:,} records (budget {budget >> 20} "
                     "MB, $REPLICATOR_COMPACT_TASK_MB)"
                 ) from None
-        yield from _compacted_rows(r, kept.live, kept.gone, kept.each)
+        # The rows (and a decoder's values) make no cycles; collections would walk every held
+        # record (``record_heap``).
+        with cycle_collector_paused():
+            yield from _compacted_rows(r, kept.live, kept.gone, kept.each)
     finally:
         # The worker process outlives the task (Python workers are reused) and would keep the
         # freed values' heap for the rest of the replay, beside the JVM's peak.
