@@ -26,6 +26,7 @@ import pyspark
 import pyspark.sql.functions as F
 import pyspark.sql.types as T
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
@@ -35,9 +36,9 @@ from cdc.runtime import jars
 from replay import class_archive, driver_jit, jvm_options
 
 __all__ = [
-    "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError", "PySparkException", "SparkSession",
-    "T", "Window", "driver_heap_bytes", "local_frame", "named_column", "quoted_name",
-    "session_confs", "spark_session",
+    "Accumulator", "AccumulatorParam", "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError",
+    "PySparkException", "SparkSession", "T", "Window", "driver_heap_bytes", "local_frame",
+    "named_column", "quoted_name", "session_confs", "spark_session",
 ]  # fmt: skip
 
 _SECRET_OPTIONS = r"(?i)url|password|jaas|ssl\.keystore\.key|ssl\.truststore\.certificates"

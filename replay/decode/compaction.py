@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from replay.decode.changes import (
     ERROR,
@@ -34,6 +34,7 @@ from replay.decode.changes import (
     Decoder,
     decode_native,
 )
+from replay.decode.key_tally import KeyTally, Tally
 from replay.decode.repeated_keys import key_counts, newest_per_key
 from replay.decode.schema import TopicSchema
 from replay.decode.truncates import (
@@ -216,9 +217,12 @@ ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
 """No survey: look for everything."""
 
 
-def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
+def survey(
+    decoded: DataFrame, schema: TopicSchema | None = None, digests: Tally | None = None
+) -> Survey:
     """``Survey`` of ``decoded_latest`` output (one Spark query); ``live_bytes`` and
-    ``repeated`` with ``schema`` (the table's columns and ``__pos``, its primary key)."""
+    ``repeated`` with ``schema`` (its columns, primary key), ``repeated`` from the tasks'
+    ``digests`` where given (``key_tally``)."""
     lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
     keyed_good = ~F.col(CANDIDATE) & F.col(ERROR).isNull()
@@ -226,15 +230,14 @@ def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
     found.append(F.count(F.when(live, True)))
     size = arrow_bytes(decoded.schema, [*(c.name for c in schema.columns), POS]) if schema else None
     found.append(F.sum(F.when(live, size)) if size is not None else F.lit(None))
-    if schema is not None:  # the changes ``Rebuild.rows`` picks from (or a superset of them)
+    if schema is not None and digests is None:  # the changes ``Rebuild.rows`` picks from
         found += key_counts(schema, keyed_good & (F.col(OP) != OP_TRUNCATE))
-    row = decoded.agg(*found).first()
-    if row is None:
-        return Survey(False, False, False, 0)
-    return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]),
-                  None if size is None else int(row[4] or 0),
-                  schema is None or int(row[6]) < int(row[5]),
-                  None if schema is None else int(row[6]))  # fmt: skip
+    row: Any = decoded.agg(*found).first() or [False, False, False, 0, None, 0, 0]
+    repeated, keys = True, None
+    if schema is not None:  # (as many keys as changes: none repeated)
+        repeated, keys = KeyTally.of(digests.value) if digests else (row[6] < row[5], row[6])
+    held = None if size is None else int(row[4] or 0)
+    return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]), held, repeated, keys)
 
 
 _ARROW_WIDTHS: dict[type, int] = {

@@ -17,7 +17,13 @@ from replay.decode.compacted_read import (
     is_over_budget,
     persisted_decode,
 )
-from replay.decode.compaction import Survey, decoded_latest, latest_records, rebuild_table
+from replay.decode.compaction import (
+    Survey,
+    decoded_latest,
+    latest_records,
+    rebuild_table,
+    survey,
+)
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import PartitionRange, ReplayPlan, plan_replay
 from replay.reading.sources import read_records
@@ -73,6 +79,8 @@ def test_one_read_equals_the_two_passes_and_rebuilds_the_table(
     assert persisted == [decoded] and decoded.is_cached
     assert found._replace(live=None, live_bytes=None, keys=None) == Survey(True, False, False)
     assert found.keys is not None and found.keys >= len(table)
+    # The tasks' key digests (keys 9 and 10 are in two partitions) say what Spark counts
+    assert found.repeated and found == survey(decoded, _schema(log))
     rebuild = rebuild_table(decoded, _schema(log), found)
     rows = sorted((comparable(r) for r in rebuild.rows().collect()), key=lambda r: r["id"])
     assert rows == [comparable(table[k]) for k in sorted(table)]
