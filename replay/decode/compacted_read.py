@@ -44,7 +44,7 @@ from replay.decode.compaction import (
     survey,
 )
 from replay.decode.fallback import decoded_type, positioned
-from replay.decode.key_tally import Tally, digests_accumulator, key_digest
+from replay.decode.key_tally import Tally, digest_array, digests_accumulator, key_digest
 from replay.decode.schema import TopicSchema
 from replay.decode.survivor_rows import SurvivorDecoder
 from replay.decode.truncates import TRUNCATE_KEYS
@@ -169,8 +169,7 @@ def decode_range(
     names = [c.name for c in schema.columns]
     where = [names.index(n) for n in schema.primary_key]
     op, error = len(names), len(names) + len(DECODED_META)
-    digests: list[int] = []
-    exact = True
+    digests, exact = digest_array(), True
     for row in compact_range(stream_url, r, budget):
         topic, partition, key, candidate, offset, _, _, live_offset, live_value = row
         if live_offset is None:
@@ -184,7 +183,7 @@ def decode_range(
             digests.append(digest)
             exact = exact and same
         yield decoded
-    tally.add({(r.tp.topic, r.tp.partition, r.start): (digests, exact)})
+    tally.add({(r.tp.topic, r.tp.partition, r.start): (digests.tobytes(), exact)})
 
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:

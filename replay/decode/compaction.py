@@ -235,7 +235,7 @@ def survey(
     row: Any = decoded.agg(*found).first() or [False, False, False, 0, None, 0, 0]
     repeated, keys = True, None
     if schema is not None:  # (as many keys as changes: none repeated)
-        repeated, keys = KeyTally.of(digests.value) if digests else (row[6] < row[5], row[6])
+        repeated, keys = KeyTally.taken(digests) if digests else (row[6] < row[5], row[6])
     held = None if size is None else int(row[4] or 0)
     return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]), held, repeated, keys)
 

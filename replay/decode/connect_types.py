@@ -81,7 +81,26 @@ def _zoned_time_text(value: time) -> str:
 
 
 def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    """The instant in UTC (raises ``OverflowError`` past year 1 or 9999, as Spark would later)."""
+    return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def _integral(bits: int) -> ToPython:
+    """An integer of ``bits`` bits as it is; raises ``ValueError`` outside their range (Spark
+    would take its low bits from a Python row: ``from_json`` rejects it)."""
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            raise ValueError(f"{value} is not a {bits}-bit integer")
+        return value
+
+    return check
+
+
+_IN_RANGE = {"int8": _integral(8), "int16": _integral(16), "int32": _integral(32),
+             "int64": _integral(64)}  # fmt: skip
+"""One checker per type: codecs built twice compare equal (decoder caches key on them)."""
 
 
 def _decimal_to_python(target: T.DecimalType) -> ToPython:
@@ -185,6 +204,8 @@ def compile_codec(schema: Mapping[str, Any], numeric_decimals: bool = False) -> 
     logical = _fixed_logical(name) if isinstance(name, str) else None
     if logical is not None:
         return logical
+    if isinstance(kind, str) and kind in _INTEGRAL:
+        return Codec(_INTEGRAL[kind], _INTEGRAL[kind], to_python=_IN_RANGE[kind], physical=kind)
     if isinstance(kind, str) and kind in _SIMPLE:
         return Codec(_SIMPLE[kind], _SIMPLE[kind], physical=kind)
     if kind == "bytes":

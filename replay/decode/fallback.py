@@ -94,7 +94,7 @@ def change_values(
         elif value is not None:
             try:
                 value = spec.codec.to_python(value)
-            except (ValueError, TypeError, OverflowError) as exc:
+            except (ValueError, TypeError, ArithmeticError, AttributeError) as exc:
                 return [], [], f"{where}.{spec.name}: invalid value ({exc})"
         values.append(value)
     if op is not Op.TRUNCATE:

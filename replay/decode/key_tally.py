@@ -17,14 +17,19 @@ key as before.
 from __future__ import annotations
 
 import hashlib
+from array import array
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import Any, NamedTuple
 
 from replay.spark import Accumulator, AccumulatorParam, SparkSession
 
-Digests = dict[tuple[str, int, int], tuple[list[int], bool]]
-"""Per range (topic, partition, start): its keys' digests, and whether each is exact."""
+Digests = dict[tuple[str, int, int], tuple[bytes, bool]]
+"""Per range (topic, partition, start): its keys' digests (``array('Q')`` bytes, 8 per key),
+and whether each is exact."""
+TALLIED_KEYS_AT_MOST = 4_000_000
+"""Above this many keyed changes the driver does not look for a repeated digest (a set of them
+would hold ~60 bytes per key): the answer is "repeated", as without a tally."""
 _SCALARS = (str, int, bytes, bool, Decimal, float, date, time)
 
 
@@ -77,11 +82,28 @@ class KeyTally(NamedTuple):
 
     @classmethod
     def of(cls, digests: Digests) -> KeyTally:
-        """The tally of a finished job's ``Digests``."""
+        """The tally of a finished job's ``Digests`` (``keys``: the changes counted, at most
+        ``TALLIED_KEYS_AT_MOST`` or the digests are not compared)."""
+        count = sum(len(found) // 8 for found, _ in digests.values())
+        if count > TALLIED_KEYS_AT_MOST or not all(exact for _, exact in digests.values()):
+            return cls(True, count)
         seen: set[int] = set()
-        count, exact = 0, True
-        for found, found_exact in digests.values():
-            seen.update(found)
-            count += len(found)
-            exact = exact and found_exact
-        return cls(not exact or len(seen) < count, len(seen))
+        for found, _ in digests.values():
+            seen.update(array("Q", found))
+        return cls(len(seen) < count, len(seen))
+
+    @classmethod
+    def taken(cls, tally: Tally) -> KeyTally:
+        """The tally of a finished job, its digests dropped from the accumulator (which the
+        session keeps for its life)."""
+        try:
+            return cls.of(tally.value)
+        finally:
+            tally.value = {}
+
+
+def digest_array() -> array[int]:
+    """An empty array for a range's digests (``Digests``)."""
+    found = array("Q")
+    assert found.itemsize == 8, "array('Q') of 8 bytes"
+    return found

@@ -8,15 +8,18 @@ projections on a cold driver and runs none under C1 (``bench/README.md``).
 The rows are ``fallback.decoded_row``'s (the Python path, whose frame equals the native one).
 A value in the common shape is read the short way: orjson, then the ``cdc.events`` reader's own
 row decoders and the codecs' ``to_python``. The common shape: an envelope (bare, or after the
-topic's schema text ``TopicSchema.value_prefix``) with ``op`` c/u/r/d and its images, no
-non-integral number in them but in float columns (orjson reads a float, the parser a Decimal),
-and the ``source`` fields ``position`` reads of the JSON types ``SOURCE_TYPE`` gives them. Any
-other value, and any the short way fails on, goes the whole parser's way, which also words the
-errors. As in ``decode_native``, the short way checks what a rebuild reads and no more: not the
-rest of ``source`` or ``transaction`` (the parser's models do), and the record key only where
-the image lacks a key column; ``__txn`` stays null (a rebuild does not read it). Like
-``decode_python``'s, every row holds its raw value (``decoded_survivors`` keeps it only for a
-rejected record).
+topic's schema text ``TopicSchema.value_prefix`` and nothing more) with ``op`` c/u/r/d and its
+images, no non-integral number in them but in float columns (orjson reads a float, the parser a
+Decimal), and the ``source`` fields ``position`` reads of the JSON types ``SOURCE_TYPE`` gives
+them. Any other value, and any the short way fails on, goes the whole parser's way, which also
+words the errors. The short way checks the envelope's fields as ``ChangeEvent`` takes them,
+but for ``source``: as in ``decode_native``, only the fields a position reads (not the others,
+nor a connector's required ones: the parser's models check those), and the record key only
+where the image lacks a key column; ``__txn`` stays null (a rebuild does not read it). Where
+``decode_native`` read a value the parser refuses (e.g. one without the schema text in a topic
+with schemas: the parser has no schema for its images), the parser's way makes it a bad record.
+Like ``decode_python``'s, every row holds its raw value (``decoded_survivors`` keeps it only for
+a rejected record).
 """
 
 from __future__ import annotations
@@ -38,8 +41,13 @@ _SOURCE_KINDS = tuple(
     str if isinstance(field.dataType, T.StringType) else int for field in SOURCE_TYPE.fields
 )
 _OPS = {"c": OP_UPSERT, "u": OP_UPSERT, "r": OP_UPSERT, "d": OP_DELETE}
-_SHORT_FAILS = (ValueError, TypeError, ArithmeticError, KeyError, FieldError, ChangeEventError)
+_SHORT_FAILS = (
+    ValueError, TypeError, ArithmeticError, AttributeError, KeyError, FieldError, ChangeEventError
+)  # fmt: skip
 _PAYLOAD = b'{"payload":'
+_PARSERS_OWN = frozenset({"kind", "key", "message", "unwrapped"})
+"""``ChangeEvent`` fields the parser sets itself (a payload's own go its way)."""
+_TIMES = ("ts_ms", "ts_us", "ts_ns")
 
 
 class _Long(Exception):
@@ -83,15 +91,22 @@ class SurvivorDecoder:
         if self.prefix is not None:
             if not value.startswith(self.prefix):
                 raise _Long
-            payload = orjson.loads(_PAYLOAD + value[len(self.prefix) :])["payload"]
-            compiled = self.compiled
-        else:
-            payload = orjson.loads(value)
-            compiled = None
-            if type(payload) is dict and payload.keys() == {"schema", "payload"}:
+            document = orjson.loads(_PAYLOAD + value[len(self.prefix) :])
+            if len(document) != 1:  # members after the payload: not JsonConverter's layout
                 raise _Long
-        if type(payload) is not dict:
+            payload, compiled = document["payload"], self.compiled
+        else:
+            payload, compiled = orjson.loads(value), None
+            if type(payload) is dict and "schema" in payload:  # the parser reads it first
+                raise _Long
+            if self.schema.table is None:  # no decoder for its images: the parser's error
+                raise _Long
+        if type(payload) is not dict or not _PARSERS_OWN.isdisjoint(payload):
             raise _Long
+        for name in _TIMES:  # as ``ChangeEvent`` takes them
+            if payload.get(name) is not None and type(payload[name]) is not int:
+                raise _Long
+        _check_transaction(payload.get("transaction"))
         op = payload.get("op")
         kind = _OPS.get(op) if type(op) is str else None
         before, after = payload.get("before"), payload.get("after")
@@ -148,6 +163,18 @@ class SurvivorDecoder:
             if item is not None and type(item) is not kind:
                 raise _Long
         return fields
+
+
+def _check_transaction(block: Any) -> None:
+    """Raises ``_Long`` unless ``block`` is null or as ``TransactionBlock`` takes it."""
+    if block is None:
+        return
+    if type(block) is not dict or type(block.get("id")) is not str:
+        raise _Long
+    if type(block.get("total_order")) is not int:
+        raise _Long
+    if type(block.get("data_collection_order")) is not int:
+        raise _Long
 
 
 def _has_float(item: Any) -> bool:
