@@ -40,6 +40,7 @@ HOT_PATH = (
     "cdc/processor/group.py",
     "replay/decode/compacted_read.py",
     "replay/decode/survivor_rows.py",
+    "replay/decode/task_survey.py",
 )
 """Source files compiled by ``make compiled``, relative to the repository root."""
 

@@ -29,7 +29,7 @@ from typing import Any
 from cdc.runtime.record_heap import cycle_collector_paused, return_free_heap
 from cdc.streams.protocol import CompactedRange, CompactionOverBudget, StreamRecord
 from cdc.streams.registry import open_stream
-from replay.decode.changes import DECODED_META, ERROR, SOURCE, TXN, VALUE
+from replay.decode.changes import ERROR, SOURCE, TXN, VALUE
 from replay.decode.compaction import (
     CANDIDATE,
     LIVE_OFFSET,
@@ -44,13 +44,13 @@ from replay.decode.compaction import (
     survey,
 )
 from replay.decode.fallback import decoded_type, positioned
-from replay.decode.key_tally import Tally, digest_array, digests_accumulator, key_digest
+from replay.decode.key_tally import PerRange, per_range_accumulator
 from replay.decode.schema import TopicSchema
 from replay.decode.survivor_rows import SurvivorDecoder
+from replay.decode.task_survey import RangeSurvey, survey_taken
 from replay.decode.truncates import TRUNCATE_KEYS
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.reading.sources import read_records
-from replay.sinks.protocol import OP_TRUNCATE
 from replay.spark import DataFrame, F, SparkSession, T, session_confs
 
 LATEST_SCHEMA = T.StructType(
@@ -112,21 +112,26 @@ def persisted_decode(
     spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
 ) -> tuple[DataFrame, list[DataFrame], Survey]:
     """The plan's records compacted and decoded (``compaction.decoded_latest``), persisted; the
-    frames to unpersist after; and what ``compaction.survey`` finds in the decode, whose job
-    fills the cache. In one job that reads, compacts and decodes (the compacted values are never
-    cached; the compaction tasks decode, ``decoded_survivors``, unless the topic has schema
-    versions or flat rows: then ``decode_native`` in the same tasks), or by the two Spark passes
-    over the plan's records (read by ``reading.sources``) where a compaction task would go over
-    its memory budget. The one-job cache is not compressed (``UNCOMPRESSED_CACHE``)."""
+    frames to unpersist after; and what ``compaction.survey`` finds in the decode. In one job
+    that reads, compacts and decodes (the compacted values are never cached): where the
+    compaction tasks decode (``decoded_survivors``: unless the topic has schema versions or flat
+    rows, then ``decode_native`` runs in the same tasks) the job writes nowhere and the tasks
+    tell the survey (``task_survey``), else the survey's own job fills the cache. Or by the two
+    Spark passes over the plan's records (read by ``reading.sources``) where a compaction task
+    would go over its memory budget. The one-job cache is not compressed
+    (``UNCOMPRESSED_CACHE``)."""
     with session_confs(spark, UNCOMPRESSED_CACHE):  # taken by the cache as it is declared
-        digests = None
+        findings = None
         if schema.native and not schema.versions:
-            decoded, digests = decoded_survivors(spark, stream_url, plan, schema)
+            decoded, findings = decoded_survivors(spark, stream_url, plan, schema)
             decoded = decoded.persist()
         else:
             decoded = decoded_latest(compacted_records(spark, stream_url, plan), schema).persist()
     try:
-        return decoded, [decoded], survey(decoded, schema, digests)
+        if findings is None:
+            return decoded, [decoded], survey(decoded, schema)
+        decoded.write.format("noop").mode("overwrite").save()  # one job: the cache filled
+        return decoded, [decoded], survey_taken(findings)
     except Exception as error:  # a Spark job's error names its cause only in its text
         decoded.unpersist()
         if not is_over_budget(error):
@@ -143,47 +148,38 @@ def persisted_decode(
 
 def decoded_survivors(
     spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
-) -> tuple[DataFrame, Tally]:
+) -> tuple[DataFrame, PerRange]:
     """``decoded_latest`` of ``compacted_records``, each survivor decoded in the task that kept
     it (``survivor_rows``: no value goes to the JVM undecoded, no ``from_json`` is planned); a
-    record's raw value kept only where it is rejected. With the digests of its keyed changes'
-    primary keys, complete once a job has read the frame whole (``key_tally``)."""
+    record's raw value kept only where it is rejected. With the tasks' ``task_survey`` findings
+    per range, complete once a job has read the frame whole."""
     carry = [T.StructField(TOMBSTONED, T.BooleanType()), T.StructField(CANDIDATE, T.BooleanType())]
     ranges = [r for r in plan.ranges if r.span > 0]
-    digests = digests_accumulator(spark)
-    decode = partial(decode_range, stream_url, schema, budget=task_budget_bytes(), tally=digests)
+    findings = per_range_accumulator(spark)
+    decode = partial(decode_range, stream_url, schema, budget=task_budget_bytes(), noted=findings)
     rdd = spark.sparkContext.parallelize(ranges, max(len(ranges), 1)).flatMap(decode)
     rows = positioned(
         spark.createDataFrame(rdd, decoded_type(schema, carry), verifySchema=False), schema
     )
     kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
-    return rows.withColumn(VALUE, kept).drop(SOURCE, TXN), digests
+    return rows.withColumn(VALUE, kept).drop(SOURCE, TXN), findings
 
 
 def decode_range(
-    stream_url: str, schema: TopicSchema, r: PartitionRange, budget: int,
-    tally: Tally,
-) -> Iterator[tuple[Any, ...]]:  # fmt: skip
+    stream_url: str, schema: TopicSchema, r: PartitionRange, budget: int, noted: PerRange
+) -> Iterator[tuple[Any, ...]]:
     """The decoded survivors of one range (rows of ``decoded_survivors``; in a Spark task)."""
     decoder = SurvivorDecoder(schema)
-    names = [c.name for c in schema.columns]
-    where = [names.index(n) for n in schema.primary_key]
-    op, error = len(names), len(names) + len(DECODED_META)
-    digests, exact = digest_array(), True
+    survey = RangeSurvey(schema)
     for row in compact_range(stream_url, r, budget):
         topic, partition, key, candidate, offset, _, _, live_offset, live_value = row
         if live_offset is None:
             continue
         origin = (topic, partition, live_offset, key)
         decoded = decoder.row(origin, live_value, (offset != live_offset, candidate is not None))
-        if decoded is None:
-            continue
-        if candidate is None and decoded[error] is None and decoded[op] != OP_TRUNCATE:
-            digest, same = key_digest(tuple(decoded[i] for i in where) if where else (key,))
-            digests.append(digest)
-            exact = exact and same
-        yield decoded
-    tally.add({(r.tp.topic, r.tp.partition, r.start): (digests.tobytes(), exact)})
+        if decoded is not None:
+            yield survey.add(decoded)
+    noted.add({(r.tp.topic, r.tp.partition, r.start): survey.findings()})
 
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:

@@ -1,19 +1,16 @@
 """Full rebuilds from compacted change records: the newest image of every key, decoding only it.
 
 A full rebuild needs, per key, only the newest record: ``newest_offsets`` finds it from keys,
-offsets and null-ness alone, before any value is decoded, with a hash aggregation of fixed-width
-columns, then ``latest_records`` fetches only the winners' values from a second read (by a
-broadcast join when ``broadcasts_winners`` says the driver can hold them); the one-read
-compaction of ``compacted_read`` gives the same rows. Truncate candidates (records whose key is
-null or is the changelog's truncate key) are kept one by one. ``decoded_latest`` decodes every
-kept value in one pass (persist it: the rows and the bad records both read it);
-``rebuild_table`` then finds the truncates among the candidates, drops per partition every
-record at or before the partition's last truncate, drops keys whose newest record is a
-tombstone, drops those a truncate in another partition clears (``after_truncates``), keeps per
-primary key the image with the highest ``__pos`` (a key may survive in several partitions after
-a repartitioning), and drops deletes. Given what ``survey`` found, ``rebuild_table`` leaves out
-the truncate joins when no record may be a truncate, the bad records when none is, and the pick
-per primary key when the survey counted as many keys as changes.
+offsets and null-ness alone (a hash aggregation of fixed-width columns), then ``latest_records``
+fetches only the winners' values from a second read (a broadcast join when
+``broadcasts_winners`` allows); ``compacted_read``'s one-read compaction gives the same rows.
+Truncate candidates (a null key or the changelog's truncate key) are kept one by one.
+``decoded_latest`` decodes every kept value in one pass (persist it); ``rebuild_table`` then
+drops per partition every record at or before its last truncate, keys whose newest record is a
+tombstone, those a truncate in another partition clears (``after_truncates``), keeps per primary
+key the image with the highest ``__pos`` (a key may survive in several partitions after a
+repartitioning), and drops deletes, leaving out what ``survey`` found unneeded: the truncate
+joins, the bad records, the pick per primary key (as many keys as changes).
 """
 
 from __future__ import annotations
@@ -34,7 +31,6 @@ from replay.decode.changes import (
     Decoder,
     decode_native,
 )
-from replay.decode.key_tally import KeyTally, Tally
 from replay.decode.repeated_keys import key_counts, newest_per_key
 from replay.decode.schema import TopicSchema
 from replay.decode.truncates import (
@@ -104,9 +100,8 @@ def latest_records(
     winners = marks.where(F.col(LIVE_OFFSET).isNotNull()).drop("key")
     winners = F.broadcast(winners) if broadcast else winners.hint("shuffle_hash")
     found = live_values.join(winners, place)
-    gone = marks.where(F.col(LIVE_OFFSET).isNull()).withColumn(
-        LIVE_VALUE, F.lit(None).cast(T.BinaryType())
-    )
+    gone = marks.where(F.col(LIVE_OFFSET).isNull())
+    gone = gone.withColumn(LIVE_VALUE, F.lit(None).cast(T.BinaryType()))
     own = F.col(CANDIDATE).isNotNull() & (F.col(LIVE_OFFSET) == F.col("offset"))
     newest_value = F.when(own, F.col(LIVE_VALUE))
     return found.unionByName(gone).select(
@@ -131,8 +126,7 @@ class Rebuild:
     truncates: DataFrame
     bad: DataFrame
     schema: TopicSchema
-    found: Survey | None = None
-    """What the survey of the decode found (``live``, ``live_bytes`` bound the rows)."""
+    found: Survey | None = None  # the decode's survey (``live``, ``live_bytes`` bound rows)
 
     def bounds(self, rows_at_most: int) -> dict[str, int | None]:
         """The sink's bounds on ``rows()`` (``Sink.replace``), given another on its rows."""
@@ -217,12 +211,10 @@ ANYTHING = Survey(candidates=True, rejected=True, lacking=True)
 """No survey: look for everything."""
 
 
-def survey(
-    decoded: DataFrame, schema: TopicSchema | None = None, digests: Tally | None = None
-) -> Survey:
+def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
     """``Survey`` of ``decoded_latest`` output (one Spark query); ``live_bytes`` and
-    ``repeated`` with ``schema`` (its columns, primary key), ``repeated`` from the tasks'
-    ``digests`` where given (``key_tally``)."""
+    ``repeated`` with ``schema`` (its columns, primary key). ``task_survey`` reads the same
+    from the tasks that decode a rebuild's survivors."""
     lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
     keyed_good = ~F.col(CANDIDATE) & F.col(ERROR).isNull()
@@ -230,36 +222,45 @@ def survey(
     found.append(F.count(F.when(live, True)))
     size = arrow_bytes(decoded.schema, [*(c.name for c in schema.columns), POS]) if schema else None
     found.append(F.sum(F.when(live, size)) if size is not None else F.lit(None))
-    if schema is not None and digests is None:  # the changes ``Rebuild.rows`` picks from
+    if schema is not None:  # the changes ``Rebuild.rows`` picks from
         found += key_counts(schema, keyed_good & (F.col(OP) != OP_TRUNCATE))
     row: Any = decoded.agg(*found).first() or [False, False, False, 0, None, 0, 0]
     repeated, keys = True, None
     if schema is not None:  # (as many keys as changes: none repeated)
-        repeated, keys = KeyTally.taken(digests) if digests else (row[6] < row[5], row[6])
+        repeated, keys = row[6] < row[5], row[6]
     held = None if size is None else int(row[4] or 0)
     return Survey(bool(row[0]), bool(row[1]), bool(row[2]), int(row[3]), held, repeated, keys)
 
 
-_ARROW_WIDTHS: dict[type, int] = {
-    T.BooleanType: 1, T.ByteType: 1, T.ShortType: 2, T.IntegerType: 4, T.FloatType: 4,
-    T.DateType: 4, T.DecimalType: 16,
-}  # fmt: skip
-"""Bytes of a fixed-width value as Arrow, where not 8 (a boolean's is a bit: a byte is near)."""
+# Bytes of a fixed-width value as Arrow, where not 8 (a boolean's is a bit: a byte is near).
+_ARROW_WIDTHS: dict[type, int] = {T.BooleanType: 1, T.ByteType: 1, T.ShortType: 2,
+    T.IntegerType: 4, T.FloatType: 4, T.DateType: 4, T.DecimalType: 16}  # fmt: skip
+VARIABLE = -1
+"""``arrow_widths`` of a string or binary column: its bytes and a 4-byte offset."""
+
+
+def arrow_widths(schema: T.StructType, names: Sequence[str]) -> list[int] | None:
+    """The Arrow width of each of the ``names`` columns of ``schema`` (``VARIABLE`` for a
+    string's or binary's, a decimal's 16); None if one is nested."""
+    widths = []
+    for kind in (schema[n].dataType for n in names):
+        if isinstance(kind, T.ArrayType | T.MapType | T.StructType):
+            return None
+        variable = isinstance(kind, T.StringType | T.BinaryType)
+        widths.append(VARIABLE if variable else _ARROW_WIDTHS.get(type(kind), 8))
+    return widths
 
 
 def arrow_bytes(schema: T.StructType, names: Sequence[str]) -> Column | None:
-    """About how many bytes a row's ``names`` columns of ``schema`` take as Arrow: a string's
-    or binary's bytes and its 4-byte offset, a fixed width otherwise (a decimal's 16); None
-    for a nested column."""
-    size: Column = F.lit(0)
-    for field in (schema[n] for n in names):
-        kind = field.dataType
-        if isinstance(kind, T.StringType | T.BinaryType):
-            size = size + F.coalesce(F.octet_length(named_column(field.name)), F.lit(0)) + 4
-        elif isinstance(kind, T.ArrayType | T.MapType | T.StructType):
-            return None
-        else:
-            size = size + _ARROW_WIDTHS.get(type(kind), 8)
+    """About how many bytes a row's ``names`` columns of ``schema`` take as Arrow
+    (``arrow_widths``); None for a nested column."""
+    widths = arrow_widths(schema, names)
+    if widths is None:
+        return None
+    size: Column = F.lit(sum(w for w in widths if w != VARIABLE))
+    for name, width in zip(names, widths, strict=True):
+        if width == VARIABLE:
+            size = size + F.coalesce(F.octet_length(named_column(name)), F.lit(0)) + 4
     return size
 
 

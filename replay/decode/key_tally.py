@@ -1,53 +1,57 @@
 """Whether a rebuild's survivors repeat a primary key, told by the compaction tasks.
 
-``compaction.survey`` used to count the distinct primary keys of the decode in its query
+``compaction.survey`` counts the distinct primary keys of the decode in its query
 (``repeated_keys.key_counts``): a ``count(DISTINCT ...)`` is two more shuffles, three more Spark
 jobs on a cold driver (~0.8 s of a first 1 M rebuild). Where the tasks decode the survivors
-themselves (``compacted_read.decoded_survivors``), each adds a 64-bit digest of every keyed change's
-primary key (record key without one) to an accumulator, per range: a retried task's digests
-replace its first attempt's. The driver then finds a repeated key, or none, among them all.
+themselves (``compacted_read.decoded_survivors``), each takes a 64-bit digest of every keyed
+change's primary key (record key without one) into its range's findings (``task_survey``), sent
+to the driver by an accumulator of one entry per range (``per_range_accumulator``: a retried
+task's entry replaces its first attempt's). The driver then finds a repeated key, or none, among
+them all.
 
 The digests cover the changes the tasks decoded without an error, a superset of those the survey
-keeps (the JVM still rejects a record without a source position), so a key told unique is unique;
-a digest collision, or a key value whose equality in Spark its text may not show (a nested
-value), makes the answer "repeated", and ``newest_per_key`` then picks the newest change per
-key as before.
+keeps (the JVM may still reject a record without a source position), so a key told unique is
+unique; a digest collision, or a key value whose equality in Spark its text may not show (a
+nested value), makes the answer "repeated", and ``newest_per_key`` then picks the newest change
+per key as before.
 """
 
 from __future__ import annotations
 
 import hashlib
 from array import array
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import Any, NamedTuple
 
 from replay.spark import Accumulator, AccumulatorParam, SparkSession
 
-Digests = dict[tuple[str, int, int], tuple[bytes, bool]]
-"""Per range (topic, partition, start): its keys' digests (``array('Q')`` bytes, 8 per key),
-and whether each is exact."""
+RangeId = tuple[str, int, int]
+"""A range of a plan: (topic, partition, start)."""
 TALLIED_KEYS_AT_MOST = 4_000_000
 """Above this many keyed changes the driver does not look for a repeated digest (a set of them
 would hold ~60 bytes per key): the answer is "repeated", as without a tally."""
 _SCALARS = (str, int, bytes, bool, Decimal, float, date, time)
 
 
-class _MergedRanges(AccumulatorParam[Digests]):
-    def zero(self, value: Digests) -> Digests:
+class _MergedRanges(AccumulatorParam[dict[RangeId, Any]]):
+    def zero(self, value: dict[RangeId, Any]) -> dict[RangeId, Any]:
         return {}
 
-    def addInPlace(self, value1: Digests, value2: Digests) -> Digests:
+    def addInPlace(
+        self, value1: dict[RangeId, Any], value2: dict[RangeId, Any]
+    ) -> dict[RangeId, Any]:
         value1.update(value2)
         return value1
 
 
-Tally = Accumulator[Digests]
-"""The tasks' ``Digests`` of one job."""
+PerRange = Accumulator[dict[RangeId, Any]]
+"""What one job's tasks found, per range: a retried task's entry replaces its first's."""
 
 
-def digests_accumulator(spark: SparkSession) -> Tally:
-    """An accumulator of ``Digests`` for one job's tasks."""
+def per_range_accumulator(spark: SparkSession) -> PerRange:
+    """An accumulator of one entry per range, for one job's tasks."""
     return spark.sparkContext.accumulator({}, _MergedRanges())
 
 
@@ -81,25 +85,18 @@ class KeyTally(NamedTuple):
     """How many distinct digests: the primary keys with changes, up to collisions."""
 
     @classmethod
-    def of(cls, digests: Digests) -> KeyTally:
-        """The tally of a finished job's ``Digests`` (``keys``: the changes counted, at most
-        ``TALLIED_KEYS_AT_MOST`` or the digests are not compared)."""
-        count = sum(len(found) // 8 for found, _ in digests.values())
-        if count > TALLIED_KEYS_AT_MOST or not all(exact for _, exact in digests.values()):
+    def of(cls, digests: Iterable[tuple[bytes, bool]]) -> KeyTally:
+        """The tally of the ranges' digests (``array('Q')`` bytes, 8 per keyed change, and
+        whether each is exact; ``keys``: the changes counted, at most ``TALLIED_KEYS_AT_MOST``
+        or the digests are not compared)."""
+        ranges = list(digests)
+        count = sum(len(found) // 8 for found, _ in ranges)
+        if count > TALLIED_KEYS_AT_MOST or not all(exact for _, exact in ranges):
             return cls(True, count)
         seen: set[int] = set()
-        for found, _ in digests.values():
+        for found, _ in ranges:
             seen.update(array("Q", found))
         return cls(len(seen) < count, len(seen))
-
-    @classmethod
-    def taken(cls, tally: Tally) -> KeyTally:
-        """The tally of a finished job, its digests dropped from the accumulator (which the
-        session keeps for its life)."""
-        try:
-            return cls.of(tally.value)
-        finally:
-            tally.value = {}
 
 
 def digest_array() -> array[int]:

@@ -1,0 +1,187 @@
+"""A rebuild's survey read off the compaction tasks that decode its survivors.
+
+``compaction.survey`` asks Spark one aggregation over the decode: on a cold driver it plans the
+query and runs three jobs (the cache filled, a shuffle, the result), ~1 s of a first 1 M rebuild.
+Where the tasks decode the survivors (``compacted_read.decoded_survivors``), each notes what it
+ships (``RangeSurvey``): a record that may be a truncate, one that may be rejected, a keyed live
+image that may lack an unchanged TOAST value, the keyed live images and about their Arrow bytes,
+and the digests of the keyed changes' primary keys (``key_tally``), one entry per range in an
+accumulator. Once one job has filled the cache, ``survey_taken`` puts them together: the
+``Survey`` Spark's query gives.
+
+The JVM computes ``__pos`` (``position.event_position``) and rejects a record without one.
+``position_sure`` applies its rules to tell where the position is surely not null, and is
+conservative: a source it is unsure of counts as maybe rejected (the bad-record check then runs)
+and as live (``live`` is then an upper bound, as ``Survey`` allows). A row decoded without error
+and sure of its position ships no raw value: only a bad record keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from replay.decode.changes import DECODED_META, KEY, SOURCE, UNAVAILABLE
+from replay.decode.compaction import VARIABLE, Survey, arrow_widths
+from replay.decode.fallback import SOURCE_NAMES
+from replay.decode.key_tally import KeyTally, PerRange, digest_array, key_digest
+from replay.decode.position import STREAM_POSITION_CHARS
+from replay.decode.schema import TopicSchema
+from replay.sinks.protocol import OP_TRUNCATE, OP_UPSERT
+
+Findings = tuple[bytes, bool, bool, bool, bool, int, int | None]
+"""One range's: its keyed changes' key digests and whether each is exact (``key_tally``);
+whether a record may be a truncate, may be rejected, may lack a TOAST value; its keyed live
+images, and about their Arrow bytes (None: a nested column)."""
+SOURCE_CHARS = {"postgresql": 32, "mysql": 49, "mariadb": 49, "sqlserver": 60, "replicator": 20}
+"""The length of ``__pos``'s source part per connector with positions (``position``)."""
+_AT = {name: index for index, name in enumerate(SOURCE_NAMES)}
+_CONNECTOR, _SEQUENCE, _LSN, _FILE = _AT["connector"], _AT["sequence"], _AT["lsn"], _AT["file"]
+_BINLOG_POS, _ROW, _SERIAL = _AT["pos"], _AT["row"], _AT["event_serial_no"]
+_CHANGE_LSN, _COMMIT_LSN, _COMMIT_SEQ = _AT["change_lsn"], _AT["commit_lsn"], _AT["commit_seq"]
+_DIGITS = re.compile(r"[0-9]{1,18}")  # Spark's try_cast to BIGINT cannot fail on these
+_SQLSERVER_LSN = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}")
+
+
+def position_sure(source: tuple[Any, ...] | None, connector: str | None) -> bool:
+    """Whether ``position.event_position`` (with ``connector``, the topic's) of a ``__source``
+    tuple (``SOURCE_NAMES``) is surely not null; False where unsure."""
+    if source is None:
+        return False
+    name = source[_CONNECTOR]
+    if connector is not None and name != connector:
+        return False
+    if name == "replicator":
+        return _natural(source[_COMMIT_SEQ])
+    if name == "postgresql":
+        return _postgres_sure(source[_LSN], source[_SEQUENCE])
+    if name == "mysql" or name == "mariadb":
+        file, row = source[_FILE], source[_ROW]
+        if type(file) is not str or not _natural(source[_BINLOG_POS]):
+            return False
+        if row is not None and not _natural(row):
+            return False
+        return file == "" or _DIGITS.fullmatch(file.rsplit(".", 1)[-1]) is not None
+    if name == "sqlserver":
+        change, serial = source[_CHANGE_LSN], source[_SERIAL]
+        if not _sqlserver_lsn(source[_COMMIT_LSN]):
+            return False
+        if change is not None and not _sqlserver_lsn(change):
+            return False
+        return serial is None or _natural(serial)
+    return True  # no source part: the stream position only
+
+
+def _natural(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _lsn_digits(text: Any) -> bool:
+    return type(text) is str and _DIGITS.fullmatch(text) is not None
+
+
+def _sqlserver_lsn(text: Any) -> bool:
+    return type(text) is str and _SQLSERVER_LSN.fullmatch(text) is not None
+
+
+def _postgres_sure(lsn: Any, sequence: Any) -> bool:
+    """The current LSN (``lsn``, else the sequence's second) and the last commit's (the
+    sequence's first, else the current) read as non-negative; LSNs as ``X/Y`` count unsure."""
+    items: list[Any] = []
+    if sequence is not None:
+        try:
+            parsed = json.loads(sequence)
+        except ValueError:
+            return False
+        if type(parsed) is not list:
+            return False
+        items = parsed
+    current = _natural(lsn) if lsn is not None else len(items) > 1 and _lsn_digits(items[1])
+    return current and (not items or items[0] is None or _lsn_digits(items[0]))
+
+
+class RangeSurvey:
+    """What one task's decoded rows (``fallback.decoded_type`` with ``__tombstoned`` and
+    ``__candidate`` carried) hold: ``add`` each row, ``findings`` at the end."""
+
+    def __init__(self, schema: TopicSchema) -> None:
+        names = [c.name for c in schema.columns]
+        self.connector = schema.connector
+        self.where = [names.index(n) for n in schema.primary_key]
+        self.op = len(names)
+        self.unavailable = self.op + DECODED_META.index(UNAVAILABLE)
+        self.source = self.op + DECODED_META.index(SOURCE)
+        self.key = self.op + DECODED_META.index(KEY)
+        self.error = self.op + len(DECODED_META)
+        self.value, self.tombstoned, self.candidate = self.error + 1, self.error + 2, self.error + 3
+        widths = arrow_widths(schema.row_type(), names)
+        self.sized = widths is not None
+        self.variable = [i for i, width in enumerate(widths or ()) if width == VARIABLE]
+        # A string's or binary's 4-byte offset, ``__pos``'s (a string) among them.
+        self.fixed = sum(w for w in widths or () if w != VARIABLE) + 4 * (len(self.variable) + 1)
+        self.digests = digest_array()
+        self.exact = True
+        self.candidates = self.rejected = self.lacking = False
+        self.live = self.live_bytes = 0
+
+    def add(self, row: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Note ``row``; returns it as shipped: without its raw value unless it is or may be
+        rejected."""
+        candidate, error, op = row[self.candidate], row[self.error], row[self.op]
+        source = row[self.source]
+        sure = position_sure(source, self.connector)
+        if candidate:
+            self.candidates = True
+        elif error is None and op != OP_TRUNCATE:
+            key = tuple([row[i] for i in self.where]) if self.where else (row[self.key],)
+            digest, exact = key_digest(key)
+            self.digests.append(digest)
+            self.exact = self.exact and exact
+        if error is not None or not sure:
+            self.rejected = True
+        if not candidate and op == OP_UPSERT and not row[self.tombstoned]:
+            if row[self.unavailable]:
+                self.lacking = True
+            if error is None:
+                self.live += 1
+                if self.sized:
+                    self.live_bytes += self._arrow_bytes(row, source)
+        if error is not None or not sure or row[self.value] is None:
+            return row
+        return (*row[: self.value], None, *row[self.value + 1 :])
+
+    def _arrow_bytes(self, row: tuple[Any, ...], source: tuple[Any, ...] | None) -> int:
+        size = self.fixed + STREAM_POSITION_CHARS
+        if source is not None:
+            size += SOURCE_CHARS.get(source[_CONNECTOR], 0)
+        for i in self.variable:
+            item = row[i]
+            if type(item) is str:
+                size += len(item) if item.isascii() else len(item.encode())
+            elif item is not None:
+                size += len(item)
+        return size
+
+    def findings(self) -> Findings:
+        """What the rows added hold (``Findings``)."""
+        live_bytes = self.live_bytes if self.sized else None
+        return (self.digests.tobytes(), self.exact, self.candidates, self.rejected,
+                self.lacking, self.live, live_bytes)  # fmt: skip
+
+
+def survey_taken(findings: PerRange) -> Survey:
+    """The ``Survey`` of a finished job's ranges; their findings dropped from the accumulator
+    (which the session keeps for its life)."""
+    try:
+        ranges: list[Findings] = list(findings.value.values())
+    finally:
+        findings.value = {}
+    tally = KeyTally.of((found[0], found[1]) for found in ranges)
+    sizes = [found[6] for found in ranges]
+    live_bytes = sum(s for s in sizes if s is not None) if None not in sizes else None
+    return Survey(
+        any(found[2] for found in ranges), any(found[3] for found in ranges),
+        any(found[4] for found in ranges), sum(found[5] for found in ranges), live_bytes,
+        tally.repeated, tally.keys,
+    )  # fmt: skip
