@@ -36,13 +36,17 @@ SURE = [
     _source("postgresql", lsn=33842376),
     _source("postgresql", lsn=33842376, sequence='["33842000","33842376"]'),
     _source("postgresql", sequence='[null,"33842376"]'),
-    _source("postgresql", lsn=5, sequence='[]'),
+    _source("postgresql", lsn=5, sequence="[]"),
     _source("mysql", file="mysql-bin.000003", pos=154, row=0),
     _source("mysql", file="", pos=0),
     _source("mariadb", file="b.12", pos=7),
     _source("sqlserver", commit_lsn="00000025:00000d98:0005", change_lsn=None),
-    _source("sqlserver", commit_lsn="00000025:00000d98:0005", change_lsn="00000025:00000d98:0002",
-            event_serial_no=1),  # fmt: skip
+    _source(
+        "sqlserver",
+        commit_lsn="00000025:00000d98:0005",
+        event_serial_no=1,
+        change_lsn="00000025:00000d98:0002",
+    ),
     _source("oracle"),
     _source(None),
 ]
@@ -116,9 +120,7 @@ def _both(spark: Any, schema: TopicSchema, pairs: list[tuple[bytes | None, bytes
 
 
 @pytest.mark.parametrize("topic", sorted(TOPICS))
-def test_the_tasks_tell_the_survey_spark_finds_in_published_records(
-    spark: Any, topic: str
-) -> None:
+def test_the_tasks_tell_the_survey_spark_finds_in_published_records(spark: Any, topic: str) -> None:
     pairs = [
         (None if k is None else published(k), _compact(published(v)))
         for v, k in TOPICS[topic]
