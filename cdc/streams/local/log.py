@@ -13,12 +13,13 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from types import TracebackType
 
-from cdc.streams.latest import HeldBudget, compact_records
+from cdc.streams.latest import HeldBudget
 from cdc.streams.local.compaction import CompactionResult, CompactionSettings, compact_partition
 from cdc.streams.local.cursor import PartitionCursor, offset_for_time
 from cdc.streams.local.errors import TopicConfigError
 from cdc.streams.local.journal import Journal, PartitionState, TopicMeta
 from cdc.streams.local.locks import FileLock
+from cdc.streams.local.newest import newest_records
 from cdc.streams.local.reader import LocalStreamReader
 from cdc.streams.local.segments import SegmentFile, fsync_directory, list_segments, log_path
 from cdc.streams.local.settings import (
@@ -180,7 +181,7 @@ class LocalLog:
     ) -> CompactedRange:  # fmt: skip
         """``read``'s records compacted (``EventStream.read_compacted``)."""
         budget = HeldBudget(topic, partition, max_held_bytes)
-        return compact_records(self.read(topic, partition, start, stop), each_keys, budget)
+        return newest_records(self, topic, partition, start, stop, each_keys, budget)
 
     def committed_positions(self, group: str, topic: str) -> dict[int, int]:
         """The positions ``group`` committed for ``topic``'s partitions (absent: none)."""
@@ -265,7 +266,7 @@ class LocalLog:
         directory, view = self._view(topic, partition)
         stop = view.end if stop is None else min(stop, view.end)
         bases = [b for b in list_segments(directory) if b <= view.segment_base]
-        ends = [*bases[1:], view.end]
+        ends = [*bases[1:], view.end][: len(bases)]  # (none: a partition never written)
         compacted = self._meta(topic).compacted
         return [
             SegmentFile(
