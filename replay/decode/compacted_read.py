@@ -134,6 +134,8 @@ def persisted_decode(
         return decoded, [decoded], survey_taken(findings)
     except Exception as error:  # a Spark job's error names its cause only in its text
         decoded.unpersist()
+        if findings is not None:
+            findings.value = {}  # (the session keeps the accumulator)
         if not is_over_budget(error):
             raise
         lines = [line.strip() for line in str(error).splitlines() if OVER_BUDGET in line]

@@ -33,6 +33,7 @@ TALLIED_KEYS_AT_MOST = 4_000_000
 """Above this many keyed changes the driver does not look for a repeated digest (a set of them
 would hold ~60 bytes per key): the answer is "repeated", as without a tally."""
 _SCALARS = (str, int, bytes, bool, Decimal, float, date, time)
+_PLAIN = (str, int)  # (``type(value) in``: a bool is not one)
 
 
 class _MergedRanges(AccumulatorParam[dict[RangeId, Any]]):
@@ -59,6 +60,11 @@ def key_digest(values: tuple[Any, ...]) -> tuple[int, bool]:
     """A primary key's 64-bit digest, and whether equal digests mean equal keys as Spark groups
     them (up to a collision): floats' zeros and NaNs, decimals' scales and zoned datetimes'
     zones made alike first."""
+    if len(values) == 1 and type(values[0]) in _PLAIN:  # a key column of text or integers
+        value = values[0]
+        kind = type(value)
+        text = b"s" + value.encode("utf-8", "surrogatepass") if kind is str else b"i%d" % value
+        return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big"), True
     exact = True
     parts: list[Any] = []
     for value in values:
@@ -100,7 +106,7 @@ class KeyTally(NamedTuple):
 
 
 def digest_array() -> array[int]:
-    """An empty array for a range's digests (``Digests``)."""
+    """An empty array for one range's key digests (``KeyTally.of``)."""
     found = array("Q")
     assert found.itemsize == 8, "array('Q') of 8 bytes"
     return found

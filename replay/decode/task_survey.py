@@ -40,6 +40,7 @@ _AT = {name: index for index, name in enumerate(SOURCE_NAMES)}
 _CONNECTOR, _SEQUENCE, _LSN, _FILE = _AT["connector"], _AT["sequence"], _AT["lsn"], _AT["file"]
 _BINLOG_POS, _ROW, _SERIAL = _AT["pos"], _AT["row"], _AT["event_serial_no"]
 _CHANGE_LSN, _COMMIT_LSN, _COMMIT_SEQ = _AT["change_lsn"], _AT["commit_lsn"], _AT["commit_seq"]
+_LONG_MAX, _INT_MAX = 2**63 - 1, 2**31 - 1
 _DIGITS = re.compile(r"[0-9]{1,18}")  # Spark's try_cast to BIGINT cannot fail on these
 _SQLSERVER_LSN = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}")
 
@@ -60,7 +61,7 @@ def position_sure(source: tuple[Any, ...] | None, connector: str | None) -> bool
         file, row = source[_FILE], source[_ROW]
         if type(file) is not str or not _natural(source[_BINLOG_POS]):
             return False
-        if row is not None and not _natural(row):
+        if row is not None and not _natural(row, _INT_MAX):  # ``row`` is an INT
             return False
         return file == "" or _DIGITS.fullmatch(file.rsplit(".", 1)[-1]) is not None
     if name == "sqlserver":
@@ -73,8 +74,10 @@ def position_sure(source: tuple[Any, ...] | None, connector: str | None) -> bool
     return True  # no source part: the stream position only
 
 
-def _natural(value: Any) -> bool:
-    return type(value) is int and value >= 0
+def _natural(value: Any, most: int = _LONG_MAX) -> bool:
+    """A non-negative integer the field's Spark type holds (a bigger one reaches the JVM as
+    null, or narrowed)."""
+    return type(value) is int and 0 <= value <= most
 
 
 def _lsn_digits(text: Any) -> bool:
@@ -92,9 +95,12 @@ def _postgres_sure(lsn: Any, sequence: Any) -> bool:
     if sequence is not None:
         try:
             parsed = json.loads(sequence)
-        except ValueError:
+        except (ValueError, RecursionError):
             return False
-        if type(parsed) is not list:
+        # Debezium's two LSNs as text (nothing Jackson may read otherwise than Python)
+        if type(parsed) is not list or len(parsed) > 2:
+            return False
+        if any(item is not None and type(item) is not str for item in parsed):
             return False
         items = parsed
     current = _natural(lsn) if lsn is not None else len(items) > 1 and _lsn_digits(items[1])
@@ -158,7 +164,7 @@ class RangeSurvey:
         for i in self.variable:
             item = row[i]
             if type(item) is str:
-                size += len(item) if item.isascii() else len(item.encode())
+                size += len(item) if item.isascii() else len(item.encode("utf-8", "surrogatepass"))
             elif item is not None:
                 size += len(item)
         return size
@@ -177,7 +183,7 @@ def survey_taken(findings: PerRange) -> Survey:
         ranges: list[Findings] = list(findings.value.values())
     finally:
         findings.value = {}
-    tally = KeyTally.of((found[0], found[1]) for found in ranges)
+    tally = KeyTally.of([(found[0], found[1]) for found in ranges])
     sizes = [found[6] for found in ranges]
     live_bytes = sum(s for s in sizes if s is not None) if None not in sizes else None
     return Survey(

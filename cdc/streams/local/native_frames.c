@@ -256,8 +256,8 @@ static PyObject *compact_frames(PyObject *Py_UNUSED(self), PyObject *args) {
                 else if (vlen < 0) failed = PyDict_SetItem(gone, key, at);
                 else {
                     failed = PyDict_SetItem(live, key, at);
-                    if (!failed && PyDict_GET_SIZE(gone) && PyDict_Contains(gone, key) == 1)
-                        failed = PyDict_DelItem(gone, key);
+                    int held = failed || !PyDict_GET_SIZE(gone) ? 0 : PyDict_Contains(gone, key);
+                    failed = held < 0 ? -1 : held ? PyDict_DelItem(gone, key) : failed;
                 }
                 Py_XDECREF(key);
             }
@@ -284,6 +284,10 @@ static PyObject *frames_at(PyObject *Py_UNUSED(self), PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!OOO!", &PyList_Type, &buffers, &PyList_Type, &places, &topic,
                           &partition, &PyType_Type, &type))
         return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple type");
+        return NULL;
+    }
     Py_ssize_t count = PyList_GET_SIZE(buffers), acquired = 0;
     Py_buffer *views = PyMem_Calloc(count ? count : 1, sizeof(Py_buffer));
     PyObject *out = views ? PyList_New(PyList_GET_SIZE(places)) : PyErr_NoMemory();

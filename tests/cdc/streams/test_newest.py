@@ -4,6 +4,7 @@ range, the same damage found, the same budget."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,13 @@ def test_a_cut_segment_is_a_partial_frame(tmp_path: Path) -> None:
     Path(segment.path).write_bytes(data[:-5])
     with pytest.raises(CorruptLogError, match="partial frame"):
         _native(log, 0, None, None)
+
+
+def test_a_segment_merged_away_since_the_listing_sends_the_read_the_cursors_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = _log(tmp_path)
+    listed = log.segment_files(TOPIC, 0)
+    moved = [replace(listed[0], path=listed[0].path + ".merged"), *listed[1:]]
+    monkeypatch.setattr(log, "segment_files", lambda *_: moved)
+    assert _native(log, 0, None, None) == _twin(log, 0, None, None)
