@@ -17,6 +17,8 @@ from pathlib import Path
 HOT_PATH = (
     "cdc/json_bytes.py",
     "cdc/events/decimal_codec.py",
+    "cdc/events/logical_types.py",
+    "cdc/events/connect_schema.py",
     "cdc/events/writer.py",
     "cdc/state/changes.py",
     "cdc/state/key_codec.py",
