@@ -119,14 +119,14 @@ def broadcasts_winners(spark: SparkSession, newest: DataFrame) -> bool:
 @dataclass(frozen=True)
 class Rebuild:
     """A rebuilt table: the truncates seen (topic, partition, ``__truncate_offset``), the bad
-    records (``decode.BAD_COLUMNS``) and ``rows()``; ``rows()`` and ``bad`` both read the
-    ``decoded_latest`` output it was rebuilt from (persisted by the caller)."""
+    records (``decode.BAD_COLUMNS``) and ``rows()``, both reading the ``decoded_latest`` output
+    it was rebuilt from (persisted by the caller); ``found``: the decode's survey."""
 
     changes: DataFrame
     truncates: DataFrame
     bad: DataFrame
     schema: TopicSchema
-    found: Survey | None = None  # the decode's survey (``live``, ``live_bytes`` bound rows)
+    found: Survey | None = None
 
     def bounds(self, rows_at_most: int) -> dict[str, int | None]:
         """The sink's bounds on ``rows()`` (``Sink.replace``), given another on its rows."""
