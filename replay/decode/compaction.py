@@ -190,12 +190,11 @@ def decoded_latest(
 
 class Survey(NamedTuple):
     """What ``survey`` found in ``decoded_latest`` output: a record that may be a truncate, one
-    that did not decode, a keyed live image that may lack an unchanged TOAST value
-    (``Rebuild.lacks_values`` then says for sure); ``live``: how many keyed live images it
-    holds, at least the rebuilt table's rows, and ``live_bytes`` about how much memory their
-    columns take as Arrow (``arrow_bytes``; None: not counted); ``repeated``: a primary key may
-    have changes in several rows (False: counted as many keys as changes, so the rebuilt table
-    needs no ``newest_per_key``)."""
+    that may not decode, a keyed live image that may lack an unchanged TOAST value
+    (``Rebuild.lacks_values`` then says for sure); ``live``: at least the rebuilt table's rows,
+    ``live_bytes`` about their columns' Arrow bytes (``arrow_bytes``; None: not counted);
+    ``repeated``: a primary key may have changes in several rows (False: as many keys as
+    changes, so the rebuilt table needs no ``newest_per_key``)."""
 
     candidates: bool
     rejected: bool
