@@ -96,6 +96,33 @@ static PyObject *new_record(PyTypeObject *type, PyObject *topic, PyObject *parti
     return record;
 }
 
+#define FRAME_OK 3
+#define DAMAGED 4
+
+/* The frame at `pos` checked (magic, length, stop, CRC): FRAME_OK with *offset and *frame_end
+ * set; NEED_MORE at a partial frame; STOPPED at a frame at or past `stop_offset`; DAMAGED with
+ * *error set (NULL with an exception set if that failed). */
+static int next_frame(const unsigned char *buf, Py_ssize_t pos, Py_ssize_t end,
+                      long long stop_offset, long long *offset, Py_ssize_t *frame_end,
+                      PyObject **error) {
+    if (pos + HEADER_SIZE > end) return NEED_MORE;
+    const unsigned char *h = buf + pos;
+    long long length = u32_at(h);
+    *offset = (long long)u64_at(h + 9);
+    if (h[8] != MAGIC || length < TAIL_SIZE || length > MAX_FRAME_BYTES) {
+        *error = damage(pos, "not a frame header", 0, 0);
+        return DAMAGED;
+    }
+    *frame_end = pos + 8 + (Py_ssize_t)length;
+    if (*frame_end > end) return NEED_MORE;
+    if (*offset >= stop_offset) return STOPPED;
+    if ((uint32_t)crc32(0L, h + 8, (uInt)length) != u32_at(h + 4)) {
+        *error = damage(pos, "frame CRC mismatch", 1, *offset);
+        return DAMAGED;
+    }
+    return FRAME_OK;
+}
+
 static PyObject *decode_records(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, end, max_records;
@@ -119,21 +146,14 @@ static PyObject *decode_records(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t count = 0;
     int status = FULL;
     while (count < max_records) {
-        if (pos + HEADER_SIZE > end) { status = NEED_MORE; break; }
+        long long offset;
+        Py_ssize_t frame_end;
+        int found = next_frame(buf, pos, end, stop_offset, &offset, &frame_end, &error);
+        if (found != FRAME_OK) {
+            if (found != DAMAGED) status = found;
+            break;
+        }
         const unsigned char *h = buf + pos;
-        long long length = u32_at(h), offset = (long long)u64_at(h + 9);
-        uint32_t crc = u32_at(h + 4);
-        if (h[8] != MAGIC || length < TAIL_SIZE || length > MAX_FRAME_BYTES) {
-            error = damage(pos, "not a frame header", 0, 0);
-            break;
-        }
-        Py_ssize_t frame_end = pos + 8 + (Py_ssize_t)length;
-        if (frame_end > end) { status = NEED_MORE; break; }
-        if (offset >= stop_offset) { status = STOPPED; break; }
-        if ((uint32_t)crc32(0L, h + 8, (uInt)length) != crc) {
-            error = damage(pos, "frame CRC mismatch", 1, offset);
-            break;
-        }
         if (offset >= min_offset) {
             long long ts = (long long)u64_at(h + 17);
             int32_t klen = (int32_t)u32_at(h + 25), vlen = (int32_t)u32_at(h + 29);
@@ -219,21 +239,14 @@ static PyObject *compact_frames(PyObject *Py_UNUSED(self), PyObject *args) {
     Py_ssize_t count = 0;
     int status = NEED_MORE;
     for (;;) {
-        if (pos + HEADER_SIZE > end) break;
+        long long offset;
+        Py_ssize_t frame_end;
+        int found = next_frame(buf, pos, end, stop_offset, &offset, &frame_end, &error);
+        if (found != FRAME_OK) {
+            if (found == STOPPED) status = STOPPED;
+            break;
+        }
         const unsigned char *h = buf + pos;
-        long long length = u32_at(h), offset = (long long)u64_at(h + 9);
-        uint32_t crc = u32_at(h + 4);
-        if (h[8] != MAGIC || length < TAIL_SIZE || length > MAX_FRAME_BYTES) {
-            error = damage(pos, "not a frame header", 0, 0);
-            break;
-        }
-        Py_ssize_t frame_end = pos + 8 + (Py_ssize_t)length;
-        if (frame_end > end) break;
-        if (offset >= stop_offset) { status = STOPPED; break; }
-        if ((uint32_t)crc32(0L, h + 8, (uInt)length) != crc) {
-            error = damage(pos, "frame CRC mismatch", 1, offset);
-            break;
-        }
         if (offset >= min_offset) {
             int32_t klen = (int32_t)u32_at(h + 25), vlen = (int32_t)u32_at(h + 29);
             Py_ssize_t p = pos + HEADER_SIZE + (klen > 0 ? klen : 0) + (vlen > 0 ? vlen : 0);
