@@ -160,9 +160,8 @@ def decoded_survivors(
     findings = per_range_accumulator(spark)
     decode = partial(decode_range, stream_url, schema, budget=task_budget_bytes(), noted=findings)
     rdd = spark.sparkContext.parallelize(ranges, max(len(ranges), 1)).flatMap(decode)
-    rows = positioned(
-        spark.createDataFrame(rdd, decoded_type(schema, carry), verifySchema=False), schema
-    )
+    shipped = spark.createDataFrame(rdd, decoded_type(schema, carry), verifySchema=False)
+    rows = positioned(shipped, schema, shipped=True)
     kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
     return rows.withColumn(VALUE, kept).drop(SOURCE, TXN), findings
 

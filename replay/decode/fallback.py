@@ -157,8 +157,11 @@ def decode_python(records: DataFrame, schema: TopicSchema, carry: Sequence[str] 
     return Decoded(positioned(decoded, schema), schema)
 
 
-def positioned(decoded: DataFrame, schema: TopicSchema) -> DataFrame:
-    """Rows of ``decoded_type`` with their ``__pos``, a record without one rejected."""
+def positioned(decoded: DataFrame, schema: TopicSchema, *, shipped: bool = False) -> DataFrame:
+    """Rows of ``decoded_type`` with their ``__pos``, a record without one rejected; where
+    ``shipped``, a row's own ``__pos`` is taken as it is (``task_survey`` writes it where sure)."""
     position = event_position(F.col(SOURCE), F.col(PARTITION), F.col(OFFSET), schema.connector)
+    if shipped:
+        position = F.coalesce(F.col(POS), position)
     missing = F.when(position.isNull(), F.lit("no source position (source fields missing)"))
     return decoded.withColumns({POS: position, ERROR: F.coalesce(F.col(ERROR), missing)})

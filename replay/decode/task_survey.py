@@ -22,20 +22,18 @@ import json
 import re
 from typing import Any
 
-from replay.decode.changes import DECODED_META, KEY, SOURCE, UNAVAILABLE
+from replay.decode.changes import DECODED_META, KEY, OFFSET, PARTITION, SOURCE, UNAVAILABLE
 from replay.decode.compaction import VARIABLE, Survey, arrow_widths
 from replay.decode.fallback import SOURCE_NAMES
 from replay.decode.key_tally import KeyTally, PerRange, digest_array, key_digest
 from replay.decode.position import STREAM_POSITION_CHARS
 from replay.decode.schema import TopicSchema
-from replay.sinks.protocol import OP_TRUNCATE, OP_UPSERT
+from replay.sinks.protocol import OP_TRUNCATE, OP_UPSERT, POS
 
 Findings = tuple[bytes, bool, bool, bool, bool, int, int | None]
 """One range's: its keyed changes' key digests and whether each is exact (``key_tally``);
 whether a record may be a truncate, may be rejected, may lack a TOAST value; its keyed live
 images, and about their Arrow bytes (None: a nested column)."""
-SOURCE_CHARS = {"postgresql": 32, "mysql": 49, "mariadb": 49, "sqlserver": 60, "replicator": 20}
-"""The length of ``__pos``'s source part per connector with positions (``position``)."""
 _AT = {name: index for index, name in enumerate(SOURCE_NAMES)}
 _CONNECTOR, _SEQUENCE, _LSN, _FILE = _AT["connector"], _AT["sequence"], _AT["lsn"], _AT["file"]
 _BINLOG_POS, _ROW, _SERIAL = _AT["pos"], _AT["row"], _AT["event_serial_no"]
@@ -48,30 +46,41 @@ _SQLSERVER_LSN = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}")
 def position_sure(source: tuple[Any, ...] | None, connector: str | None) -> bool:
     """Whether ``position.event_position`` (with ``connector``, the topic's) of a ``__source``
     tuple (``SOURCE_NAMES``) is surely not null; False where unsure."""
+    return source_text(source, connector) is not None
+
+
+def source_text(source: tuple[Any, ...] | None, connector: str | None) -> str | None:
+    """``position.source_position`` of a ``__source`` tuple, as the JVM writes it, where it is
+    surely not null; None where unsure."""
     if source is None:
-        return False
+        return None
     name = source[_CONNECTOR]
     if connector is not None and name != connector:
-        return False
+        return None
     if name == "replicator":
-        return _natural(source[_COMMIT_SEQ])
+        seq = source[_COMMIT_SEQ]
+        return f"{seq:020d}" if _natural(seq) else None
     if name == "postgresql":
-        return _postgres_sure(source[_LSN], source[_SEQUENCE])
+        return _postgres_text(source[_LSN], source[_SEQUENCE])
     if name == "mysql" or name == "mariadb":
-        file, row = source[_FILE], source[_ROW]
-        if type(file) is not str or not _natural(source[_BINLOG_POS]):
-            return False
+        file, pos, row = source[_FILE], source[_BINLOG_POS], source[_ROW]
+        if type(file) is not str or not _natural(pos):
+            return None
         if row is not None and not _natural(row, _INT_MAX):  # ``row`` is an INT
-            return False
-        return file == "" or _DIGITS.fullmatch(file.rsplit(".", 1)[-1]) is not None
+            return None
+        suffix = file.rsplit(".", 1)[-1]
+        if file != "" and _DIGITS.fullmatch(suffix) is None:
+            return None
+        return f"{int(suffix) if file else 0:019d}{pos:020d}{row or 0:010d}"
     if name == "sqlserver":
-        change, serial = source[_CHANGE_LSN], source[_SERIAL]
-        if not _sqlserver_lsn(source[_COMMIT_LSN]):
-            return False
-        if change is not None and not _sqlserver_lsn(change):
-            return False
-        return serial is None or _natural(serial)
-    return True  # no source part: the stream position only
+        commit, change, serial = source[_COMMIT_LSN], source[_CHANGE_LSN], source[_SERIAL]
+        if not _sqlserver_lsn(commit) or (change is not None and not _sqlserver_lsn(change)):
+            return None
+        if serial is not None and not _natural(serial):
+            return None
+        changed = "0" * 20 if change is None else change.replace(":", "").upper()
+        return f"{commit.replace(':', '').upper()}{changed}{serial or 0:020d}"
+    return ""  # no source part: the stream position only
 
 
 def _natural(value: Any, most: int = _LONG_MAX) -> bool:
@@ -88,23 +97,35 @@ def _sqlserver_lsn(text: Any) -> bool:
     return type(text) is str and _SQLSERVER_LSN.fullmatch(text) is not None
 
 
-def _postgres_sure(lsn: Any, sequence: Any) -> bool:
-    """The current LSN (``lsn``, else the sequence's second) and the last commit's (the
-    sequence's first, else the current) read as non-negative; LSNs as ``X/Y`` count unsure."""
+def _postgres_text(lsn: Any, sequence: Any) -> str | None:
+    """The last commit's LSN (the sequence's first, else the current) and the current one
+    (``lsn``, else the sequence's second) as ``hex16 || hex16``; LSNs as ``X/Y`` count unsure."""
     items: list[Any] = []
     if sequence is not None:
         try:
             parsed = json.loads(sequence)
         except (ValueError, RecursionError):
-            return False
+            return None
         # Debezium's two LSNs as text (nothing Jackson may read otherwise than Python)
         if type(parsed) is not list or len(parsed) > 2:
-            return False
+            return None
         if any(item is not None and type(item) is not str for item in parsed):
-            return False
+            return None
         items = parsed
-    current = _natural(lsn) if lsn is not None else len(items) > 1 and _lsn_digits(items[1])
-    return current and (not items or items[0] is None or _lsn_digits(items[0]))
+    if lsn is not None:
+        if not _natural(lsn):
+            return None
+        current: int = lsn
+    elif len(items) > 1 and _lsn_digits(items[1]):
+        current = int(items[1])
+    else:
+        return None
+    last = current
+    if items and items[0] is not None:
+        if not _lsn_digits(items[0]):
+            return None
+        last = int(items[0])
+    return f"{last:016X}{current:016X}"
 
 
 class RangeSurvey:
@@ -119,6 +140,9 @@ class RangeSurvey:
         self.unavailable = self.op + DECODED_META.index(UNAVAILABLE)
         self.source = self.op + DECODED_META.index(SOURCE)
         self.key = self.op + DECODED_META.index(KEY)
+        self.pos = self.op + DECODED_META.index(POS)
+        self.partition = self.op + DECODED_META.index(PARTITION)
+        self.offset = self.op + DECODED_META.index(OFFSET)
         self.error = self.op + len(DECODED_META)
         self.value, self.tombstoned, self.candidate = self.error + 1, self.error + 2, self.error + 3
         widths = arrow_widths(schema.row_type(), names)
@@ -136,7 +160,8 @@ class RangeSurvey:
         rejected."""
         candidate, error, op = row[self.candidate], row[self.error], row[self.op]
         source = row[self.source]
-        sure = position_sure(source, self.connector)
+        part = source_text(source, self.connector)
+        sure = part is not None
         if candidate:
             self.candidates = True
         elif error is None and op != OP_TRUNCATE:
@@ -152,15 +177,16 @@ class RangeSurvey:
             if error is None:
                 self.live += 1
                 if self.sized:
-                    self.live_bytes += self._arrow_bytes(row, source)
-        if error is not None or not sure or row[self.value] is None:
+                    self.live_bytes += self._arrow_bytes(row, len(part or ""))
+        if error is not None or part is None:
             return row
-        return (*row[: self.value], None, *row[self.value + 1 :])
+        shipped = list(row)  # its position instead of its source, and no raw value
+        shipped[self.pos] = f"{part}{row[self.partition]:010d}{row[self.offset]:020d}"
+        shipped[self.source] = shipped[self.value] = None
+        return tuple(shipped)
 
-    def _arrow_bytes(self, row: tuple[Any, ...], source: tuple[Any, ...] | None) -> int:
-        size = self.fixed + STREAM_POSITION_CHARS
-        if source is not None:
-            size += SOURCE_CHARS.get(source[_CONNECTOR], 0)
+    def _arrow_bytes(self, row: tuple[Any, ...], source_chars: int) -> int:
+        size = self.fixed + STREAM_POSITION_CHARS + source_chars
         for i in self.variable:
             item = row[i]
             if type(item) is str:

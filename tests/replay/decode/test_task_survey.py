@@ -8,14 +8,15 @@ from typing import Any
 
 import pytest
 
-from replay.decode.changes import ERROR, SOURCE, TXN, VALUE
+from replay.decode.changes import ERROR, OFFSET, SOURCE, TXN, VALUE
 from replay.decode.compaction import CANDIDATE, TOMBSTONED, Survey, survey
 from replay.decode.fallback import SOURCE_NAMES, decoded_type, positioned
 from replay.decode.key_tally import per_range_accumulator
 from replay.decode.position import _BRANCHES, source_position
 from replay.decode.schema import SOURCE_TYPE, TopicSchema
 from replay.decode.survivor_rows import SurvivorDecoder
-from replay.decode.task_survey import SOURCE_CHARS, RangeSurvey, position_sure, survey_taken
+from replay.decode.task_survey import RangeSurvey, position_sure, source_text, survey_taken
+from replay.sinks.protocol import POS
 from replay.spark import F, T
 from tests.replay.decode.conftest import ACCOUNTS, Changelog, account, published
 from tests.replay.decode.test_bad_input import CASES, KEY
@@ -89,19 +90,18 @@ def test_a_position_told_sure_is_never_null_on_the_jvm(spark: Any, connector: st
     found = frame.select(part.alias("part")).collect()
     for source, row in zip(SURE + UNSURE, found, strict=True):
         sure = position_sure(source, connector)
-        if sure:
-            assert row["part"] is not None, source
-            assert len(row["part"]) == SOURCE_CHARS.get(source[0], 0), source
+        if sure:  # and the text the tasks ship is the JVM's
+            assert row["part"] is not None and row["part"] == source_text(source, connector)
         named = connector is None or source[0] == connector
         assert sure is (named and source in SURE), source
 
 
-def test_every_connector_with_a_position_has_its_length() -> None:
-    assert set(SOURCE_CHARS) == set(_BRANCHES)
+def test_every_connector_with_a_position_is_tried() -> None:
+    assert {source[0] for source in SURE} >= set(_BRANCHES)
 
 
 def _decoded(
-    schema: TopicSchema, pairs: list[tuple[bytes | None, bytes]], ranges: int = 2
+    schema: TopicSchema, pairs: list[tuple[bytes | None, bytes]], ranges: int = 2, add: bool = True
 ) -> tuple[list[tuple[Any, ...]], list[RangeSurvey]]:
     """The pairs decoded as the tasks decode survivors, over ``ranges`` ranges: every third a
     key a tombstone followed, every fifth a truncate candidate."""
@@ -112,7 +112,7 @@ def _decoded(
         carried = (offset % 3 == 1, offset % 5 == 4)
         row = decoder.row(("t", offset % ranges, offset, key), value, carried)
         if row is not None:
-            rows.append(surveys[offset % ranges].add(row))
+            rows.append(surveys[offset % ranges].add(row) if add else row)
     return rows, surveys
 
 
@@ -122,7 +122,12 @@ def _both(spark: Any, schema: TopicSchema, pairs: list[tuple[bytes | None, bytes
     rows, surveys = _decoded(schema, pairs)
     carry = [T.StructField(TOMBSTONED, T.BooleanType()), T.StructField(CANDIDATE, T.BooleanType())]
     rows_type = decoded_type(schema, carry)
-    frame = positioned(spark.createDataFrame(rows, rows_type, verifySchema=False), schema)
+    shipped = spark.createDataFrame(rows, rows_type, verifySchema=False)
+    frame = positioned(shipped, schema, shipped=True)
+    # The positions the tasks wrote are the JVM's, from the sources they did not ship
+    unshipped = spark.createDataFrame(_decoded(schema, pairs, add=False)[0], rows_type)
+    jvm = positioned(unshipped, schema).select(OFFSET, POS, ERROR).collect()
+    assert sorted(jvm) == sorted(frame.select(OFFSET, POS, ERROR).collect())
     kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
     decoded = frame.withColumn(VALUE, kept).drop(SOURCE, TXN)
     findings = per_range_accumulator(spark)
