@@ -9,11 +9,12 @@ and the digests of the keyed changes' primary keys (``key_tally``), one entry pe
 accumulator. Once one job has filled the cache, ``survey_taken`` puts them together: the
 ``Survey`` Spark's query gives.
 
-The JVM computes ``__pos`` (``position.event_position``) and rejects a record without one.
-``position_sure`` applies its rules to tell where the position is surely not null, and is
-conservative: a source it is unsure of counts as maybe rejected (the bad-record check then runs)
-and as live (``live`` is then an upper bound, as ``Survey`` allows). A row decoded without error
-and sure of its position ships no raw value: only a bad record keeps it.
+``__pos`` is the JVM's (``position.event_position``), which rejects a record without one.
+``source_text`` applies its rules to write the position's source part where it is surely not
+null, and is conservative: a source it is unsure of counts as maybe rejected (the bad-record check
+then runs) and as live (``live`` is then an upper bound, as ``Survey`` allows), and its row
+ships its ``__source`` for the JVM to read. A row decoded without error and sure of its position
+ships that position instead of its source, and no raw value (only a bad record keeps it).
 """
 
 from __future__ import annotations
