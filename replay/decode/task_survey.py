@@ -44,12 +44,6 @@ _DIGITS = re.compile(r"[0-9]{1,18}")  # Spark's try_cast to BIGINT cannot fail o
 _SQLSERVER_LSN = re.compile(r"[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8}:[0-9A-Fa-f]{4}")
 
 
-def position_sure(source: tuple[Any, ...] | None, connector: str | None) -> bool:
-    """Whether ``position.event_position`` (with ``connector``, the topic's) of a ``__source``
-    tuple (``SOURCE_NAMES``) is surely not null; False where unsure."""
-    return source_text(source, connector) is not None
-
-
 def source_text(source: tuple[Any, ...] | None, connector: str | None) -> str | None:
     """``position.source_position`` of a ``__source`` tuple, as the JVM writes it, where it is
     surely not null; None where unsure."""
@@ -161,8 +155,7 @@ class RangeSurvey:
         rejected."""
         candidate, error, op = row[self.candidate], row[self.error], row[self.op]
         source = row[self.source]
-        part = source_text(source, self.connector)
-        sure = part is not None
+        part = source_text(source, self.connector)  # None: unsure, the JVM's to compute
         if candidate:
             self.candidates = True
         elif error is None and op != OP_TRUNCATE:
@@ -170,7 +163,7 @@ class RangeSurvey:
             digest, exact = key_digest(key)
             self.digests.append(digest)
             self.exact = self.exact and exact
-        if error is not None or not sure:
+        if error is not None or part is None:
             self.rejected = True
         if not candidate and op == OP_UPSERT and not row[self.tombstoned]:
             if row[self.unavailable]:
