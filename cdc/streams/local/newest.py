@@ -86,14 +86,14 @@ def _two_passes(
     live: dict[bytes, int] = {}
     gone: dict[bytes, int] = {}
     each: list[int] = []
-    maps: list[tuple[mmap.mmap | bytes, int]] = []
+    maps: list[mmap.mmap | bytes] = []
     records = 0
     try:
         for index, segment in enumerate(log.segment_files(topic, partition, start, stop)):
             low = max(start, segment.base_offset)
             high = segment.end_offset if stop is None else min(stop, segment.end_offset)
             mapped, limit, pos = _mapped(segment, low)
-            maps.append((mapped, limit))
+            maps.append(mapped)
             where, last, status, count, damage = native_compact_frames(
                 mapped, pos, limit, low, high, index << TAG_BITS, each_keys, live, gone, each
             )
@@ -110,7 +110,7 @@ def _two_passes(
                 raise CorruptLogError(
                     "segment ends early", path=segment.path, offset=reached, position=where
                 )
-        frames = _Frames(topic, partition, [mapped for mapped, _ in maps])
+        frames = _Frames(topic, partition, maps)
         kept: dict[bytes, StreamRecord] = {}
         held = 0
         keys = list(live)
@@ -122,12 +122,11 @@ def _two_passes(
                 for key, record in zip(batch, frames([live[k] for k in batch]), strict=True):
                     kept[key] = record
                     held += len(record.value or b"")
-                if budget.max_bytes is not None and held > budget.max_bytes:
-                    budget.check(held, records, len(live))
+                budget.check(held, records, len(live))
             ended = dict(zip(gone, frames(list(gone.values())), strict=True))
             return CompactedRange(kept, ended, frames(each))
     finally:
-        for mapped, _ in maps:
+        for mapped in maps:
             if isinstance(mapped, mmap.mmap):
                 mapped.close()
 
