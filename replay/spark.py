@@ -3,20 +3,22 @@
 Local mode by default (``local[*]``), any master by argument or ``$REPLICATOR_SPARK_MASTER``. The
 Kafka source and Delta jars come from :mod:`cdc.runtime.jars` (resolved from Maven Central ahead of
 time), so starting Spark downloads nothing. Other modules take Spark's API from here:
-``from replay.spark import F, T, DataFrame, SparkSession``; ``local_frame`` hands the driver's
-rows to Spark as Arrow (the only import of pyarrow; a frame goes back with ``toArrow``). Run as
-``python -m replay.spark`` it is Spark's Python worker daemon (``serve_python_workers``).
+``from replay.spark import F, T, DataFrame, SparkSession``; ``collect_arrow`` brings a frame to
+the driver as Arrow, streamed (``replay.driver_frames`` goes the other way). Run as ``python -m
+replay.spark`` it is Spark's Python worker daemon (``serve_python_workers``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import itertools
 import logging
 import os
 import re
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -26,19 +28,23 @@ import pyspark
 import pyspark.sql.functions as F
 import pyspark.sql.types as T
 from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark import SparkContext
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.errors import PySparkException
+from pyspark.errors.exceptions.captured import unwrap_spark_exception
 from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+from pyspark.sql.pandas.serializers import ArrowCollectSerializer
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.util import _create_local_socket
 
 from cdc.runtime import class_archive as archives
 from cdc.runtime import jars
 from replay import class_archive, driver_jit, jvm_options
 
 __all__ = [
-    "Accumulator", "AccumulatorParam", "Column", "ColumnList", "DataFrame", "F", "Py4JJavaError",
-    "PySparkException", "SparkSession", "T", "Window", "driver_heap_bytes", "local_frame",
-    "named_column", "quoted_name", "session_confs", "spark_session",
+    "Accumulator", "AccumulatorParam", "Column", "DataFrame", "F", "Py4JJavaError",
+    "PySparkException", "SparkContext", "SparkSession", "T", "Window", "collect_arrow",
+    "driver_heap_bytes", "named_column", "quoted_name", "session_confs", "spark_session",
 ]  # fmt: skip
 
 _SECRET_OPTIONS = r"(?i)url|password|jaas|ssl\.keystore\.key|ssl\.truststore\.certificates"
@@ -186,30 +192,41 @@ def driver_heap_bytes(spark: SparkSession) -> int:
     return int(runtime.maxMemory())
 
 
-def local_frame(
-    spark: SparkSession, rows: Sequence[Sequence[Any]], schema: T.StructType, *, spread: int = 0,
-    types: Sequence[Any] | None = None,
-) -> DataFrame:  # fmt: skip
-    """A DataFrame of the driver's ``rows`` (tuples of values in ``schema``'s order), handed to
-    the JVM as Arrow: unlike ``createDataFrame`` of a list, unpickled by Python workers in every
-    job that reads it, nothing of it runs in Python. Flat schemas of simple types, or any with
-    ``types``, the columns' Arrow types (of the ``toArrow`` table that gave the values).
-    ``spread``: as that many partitions, not a local relation, whose operators the optimizer
-    interprets on the driver (``ConvertToLocalRelation``): for many rows, a job's compiled code
-    on every core beats it (10,000 Connect-JSON change events: 0.6-1.2 s of a round's plan)."""
+_arrow_jobs = itertools.count()
+
+
+def collect_arrow(frame: DataFrame, keep_going: Callable[[int], bool]) -> Any:
+    """``frame.toArrow()`` (one job), its batches read as the tasks finish; None, and the job
+    cancelled, as soon as ``keep_going`` (given the bytes read so far) returns False."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema.fields)
-    arrays = [pa.array(list(v), type=types and types[i]) for i, v in enumerate(columns)]
-    table = pa.Table.from_arrays(arrays, names=[f.name for f in schema.fields])
-    if not spread or not rows:
-        return spark.createDataFrame(table, schema)
-    # Both read when the frame is made (``ArrowConverters.toDataFrame``): set for it only.
-    with session_confs(spark, {
-        "spark.sql.execution.arrow.localRelationThreshold": "0",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": str(-(-len(rows) // spread)),
-    }):  # fmt: skip
-        return spark.createDataFrame(table, schema)
+    schema = to_arrow_schema(frame.schema, error_on_duplicated_field_names_in_struct=True,
+        prefers_large_types=frame.sparkSession._jconf.arrowUseLargeVarTypes())  # fmt: skip
+    context, tag = frame.sparkSession.sparkContext, f"replicator-arrow-{next(_arrow_jobs)}"
+    context.addJobTag(tag)
+    try:
+        port, secret, server = frame._jdf.collectAsArrowToPython()
+    finally:
+        context.removeJobTag(tag)
+    batches: list[Any] = []
+    cancelled, read = False, 0
+    socket = _create_local_socket((port, secret))
+    try:  # the stream ends with the batches' order, a list (immaterial to a table)
+        for batch in ArrowCollectSerializer().load_stream(socket):  # type: ignore[no-untyped-call]
+            if isinstance(batch, pa.RecordBatch):
+                batches.append(batch)
+                read += batch.nbytes
+                if not keep_going(read):
+                    cancelled = True
+                    context.cancelJobsWithTag(tag)
+                    break
+    finally:
+        socket.close()
+        with unwrap_spark_exception(), contextlib.suppress(*([Exception] if cancelled else [])):
+            server.getResult()  # waits for the job's end; raises its error
+    if cancelled:
+        return None
+    return pa.Table.from_batches(batches).cast(schema) if batches else schema.empty_table()
 
 
 _SESSION_CONFS = threading.RLock()  # a command may build a frame that sets its own
@@ -240,29 +257,6 @@ def quoted_name(name: str) -> str:
 def named_column(name: str) -> Column:
     """The column called ``name``, quoted (a name may hold dots, spaces or backticks)."""
     return F.col(quoted_name(name))
-
-
-class ColumnList:
-    """Columns (or column names) handed to the JVM once, as one sequence: a ``select`` of them
-    then costs one call into the JVM (``DataFrame.select`` converts its list at every call, a
-    py4j call per column, each 0.1-1 ms on 2 busy cores: hundreds per ``--follow`` round). One
-    list serves every frame with those columns; it lives in the session's JVM, like the
-    expressions ``replay.expression_cache`` keeps."""
-
-    def __init__(self, columns: Sequence[Column | str]) -> None:
-        context = pyspark.SparkContext._active_spark_context
-        assert context is not None and context._jvm is not None, "no active SparkSession"
-        java = [(F.col(c) if isinstance(c, str) else c)._jc for c in columns]
-        self.java = context._jvm.PythonUtils.toSeq(java)
-
-    def select_from(self, frame: DataFrame) -> DataFrame:
-        """``frame.select(*columns)``."""
-        return ClassicDataFrame(frame._jdf.select(self.java), frame.sparkSession)
-
-    def aggregate(self, frame: DataFrame, first: Column, rest: ColumnList) -> DataFrame:
-        """``frame.groupBy(*columns).agg(first, *rest)``."""
-        grouped = frame._jdf.groupBy(self.java)
-        return ClassicDataFrame(grouped.agg(first._jc, rest.java), frame.sparkSession)
 
 
 _SPARK_ARCHIVES = re.compile(

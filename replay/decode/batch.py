@@ -49,10 +49,11 @@ from replay.decode.truncates import (
     is_truncate_candidate,
     truncate_offsets,
 )
+from replay.driver_frames import ColumnList, local_frame
 from replay.expression_cache import ExpressionCache
 from replay.reading.bounds import Bound
 from replay.sinks.protocol import OP, OP_REJECTED, OP_TRUNCATE, OP_UPSERT, POS, TRUNCATED
-from replay.spark import Column, ColumnList, DataFrame, F, SparkSession, local_frame
+from replay.spark import Column, DataFrame, F, SparkSession
 
 
 @dataclass(frozen=True)

@@ -46,10 +46,11 @@ from replay.decode.expressions import (
 )
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import aligned, schema_hash
+from replay.driver_frames import ColumnList
 from replay.expression_cache import ExpressionCache
 from replay.reading.sources import VALUE_HEAD, joined_value, whole_records
 from replay.sinks.protocol import OP, POS
-from replay.spark import Column, ColumnList, DataFrame, F, T
+from replay.spark import Column, DataFrame, F, T
 
 DECODED_META = (OP, POS, UNAVAILABLE, TXN, SOURCE, TOPIC, PARTITION, OFFSET, KEY)
 """The meta columns of a decoded change frame, after the table's columns."""

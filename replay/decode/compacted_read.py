@@ -122,7 +122,7 @@ def persisted_decode(
     (``UNCOMPRESSED_CACHE``)."""
     with session_confs(spark, UNCOMPRESSED_CACHE):  # taken by the cache as it is declared
         findings = None
-        if schema.native and not schema.versions:
+        if decodes_in_tasks(schema):
             decoded, findings = decoded_survivors(spark, stream_url, plan, schema)
             decoded = decoded.persist()
         else:
@@ -146,6 +146,11 @@ def persisted_decode(
     latest = latest_records(records, newest, broadcast=broadcast).persist()
     decoded = decoded_latest(latest, schema).persist()
     return decoded, [newest, latest, decoded], survey(decoded, schema)
+
+
+def decodes_in_tasks(schema: TopicSchema) -> bool:
+    """Whether the compaction tasks decode the topic's survivors (``decoded_survivors``)."""
+    return schema.native and not schema.versions
 
 
 def decoded_survivors(

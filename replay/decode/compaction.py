@@ -40,7 +40,7 @@ from replay.decode.truncates import (
     is_truncate_candidate,
     truncate_offsets,
 )
-from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
+from replay.sinks.protocol import OP, OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS, WriteBounds
 from replay.spark import Column, DataFrame, F, SparkSession, T, driver_heap_bytes, named_column
 
 CANDIDATE, TOMBSTONED = "__candidate", "__tombstoned"
@@ -128,7 +128,7 @@ class Rebuild:
     schema: TopicSchema
     found: Survey | None = None
 
-    def bounds(self, rows_at_most: int) -> dict[str, int | None]:
+    def bounds(self, rows_at_most: int) -> WriteBounds:
         """The sink's bounds on ``rows()`` (``Sink.replace``), given another on its rows."""
         found = self.found or ANYTHING
         return write_bounds(rows_at_most, found.live, found.live_bytes)
@@ -161,7 +161,7 @@ class Rebuild:
 
 def write_bounds(
     rows_at_most: int, live: int | None = None, live_bytes: int | None = None
-) -> dict[str, int | None]:
+) -> WriteBounds:
     """``Sink.replace``'s bounds on a frame of at most ``rows_at_most`` rows, or ``live``."""
     rows = rows_at_most if live is None else min(rows_at_most, live)
     return {"rows_at_most": rows, "bytes_at_most": live_bytes}

@@ -22,14 +22,16 @@ would be kept: cut at that LSN minus one for "everything committed before".
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cdc.events.positions import binlog_number as python_binlog_number
-from replay.decode.changes import SOURCE, TXN
+from replay.decode.changes import SOURCE, TXN, decode_native
 from replay.decode.position import binlog_number, pg_current_lsn
-from replay.decode.schema import SOURCE_TYPE
+from replay.decode.schema import SOURCE_TYPE, TopicSchema
 from replay.reading.bounds import Bound, BoundKind
-from replay.spark import Column, DataFrame, F, T
+from replay.reading.plan import ReplayPlan
+from replay.reading.sources import read_records
+from replay.spark import Column, DataFrame, F, SparkSession, T
 
 _AFTER_CUT = "__after_cut"
 
@@ -110,3 +112,24 @@ def records_at_or_before(records: DataFrame, bound: Bound) -> DataFrame:
     applies, before = _at_or_before(bound)
     found = records.withColumn(SOURCE, F.coalesce(parsed["payload"]["source"], parsed["source"]))
     return found.where(applies & before).drop(SOURCE)
+
+
+def straddling_transactions(
+    spark: SparkSession, stream_url: str, plans: Mapping[str, ReplayPlan], stop: Bound,
+    schema_of: Callable[[str], TopicSchema],
+) -> tuple[str, ...]:  # fmt: skip
+    """With a source-position ``stop`` over several topics: the transactions some topic has
+    events of after the cut and some (maybe another) at or before it; every topic leaves them
+    out, so a cut never splits a transaction over several tables of a job."""
+    if not stop.is_source_position or len(plans) < 2:
+        return ()
+    judged = None
+    for topic, plan in plans.items():
+        if plan.span == 0:
+            continue
+        decoded = decode_native(read_records(spark, stream_url, plan), schema_of(topic), ())
+        topic_judged = judged_transactions(decoded.good, stop)
+        judged = topic_judged if judged is None else judged.unionByName(topic_judged)
+    if judged is None:
+        return ()
+    return tuple(r[TXN] for r in straddling(judged).collect())

@@ -27,9 +27,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 from cdc.streams.protocol import EventStream, StreamRecord, TopicPartition
 from cdc.streams.registry import open_stream
+from replay.driver_frames import local_frame
 from replay.reading.kafka_options import java_client_options
 from replay.reading.plan import PartitionRange, ReplayPlan
-from replay.spark import Column, DataFrame, F, SparkSession, T, local_frame
+from replay.spark import Column, DataFrame, F, SparkSession, T
 
 RAW_SCHEMA = T.StructType(
     [

@@ -31,10 +31,11 @@ from typing import Any
 from cdc.state.errors import StateStoreBusyError, StateStoreError
 from cdc.state.rocks_store import RocksStateStore
 from projections.signed_rows import SIGN
+from replay.driver_frames import local_frame
 from replay.sinks.delta_log import read_ledger
 from replay.sinks.protocol import OP_DELETE, OP_TRUNCATE, OP_UPSERT, POS
 from replay.sinks.sql_projection import DELETED, MirrorSql
-from replay.spark import SparkSession, T, local_frame
+from replay.spark import SparkSession, T
 
 _ROWS, _UNDO, _META = "rows", "undo", "meta"
 _SEQ, _PRIOR, _WHOLE = b"seq", b"prior", b"whole"

@@ -52,6 +52,7 @@ from replay.sinks.protocol import (
     OP_UPSERT,
     POS,
     TRUNCATED,
+    Guess,
     LedgerEntry,
     Positions,
     RejectedRecordsError,
@@ -76,6 +77,8 @@ class DeltaSink:
     """A :class:`~replay.sinks.protocol.Sink` writing Delta tables under the directory ``root``;
     a table of at most ``rewrite_bytes`` takes its batches as one rewrite, not a MERGE (0: never;
     by default ``$REPLICATOR_DELTA_REWRITE_BYTES`` or 4 MiB: :mod:`replay.sinks.delta_rewrite`)."""
+
+    stages_rows = False  # a replace's job writes the table's files
 
     def __init__(
         self, root: str | Path, spark: SparkSession, *, rewrite_bytes: int | None = None
@@ -107,10 +110,14 @@ class DeltaSink:
     def replace(
         self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
         rows_at_most: int | None = None, bytes_at_most: int | None = None,
+        guess: Guess | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
         """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones
         (a tombstone table that is not there yet is left to the first merge that has some).
-        Spark writes the files whatever the frame's size: the bounds change nothing."""
+        Spark writes the files whatever the frame's size: the bounds change nothing. No
+        ``guess``: the write's own job commits (``stages_rows`` is False)."""
+        if guess is not None:
+            raise ValueError(f"{self.url}: a Delta replace cannot wait on a guess")
         data = rules.row_columns(spec, rows.columns)
         planned = self._plan(spec.name, "replace", positions)
         if planned is None:

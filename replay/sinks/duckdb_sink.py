@@ -4,7 +4,10 @@ Spark DataFrames reach DuckDB inside the write's transaction, without per-row in
 the caller bounds to at most ``ARROW_ROWS`` rows (a ``--follow`` round, a small catch-up, the
 rebuild of a table of as many live keys), or a replacing frame whose values it estimates within
 ``ARROW_BYTES`` (a rebuild's), as one Arrow table collected from Spark, any other as Parquet
-files Spark writes in bulk next to the database (DuckDB reads them with ``read_parquet``).
+files Spark writes in bulk next to the database (DuckDB reads them with ``read_parquet``). A
+replace on a ``Guess`` (a first rebuild in one job: ``decode.clean_guess``) is staged as Arrow
+as its tasks finish, and written only if the guess holds and the table stays within
+``ARROW_BYTES``; else nothing is written (``GuessFailedError``).
 Every write is one DuckDB transaction holding the data, the tombstones and the ledger rows
 (:mod:`replay.sinks.duckdb_store`), so exactly-once follows: a batch whose positions the ledger
 covers is skipped, and a crash rolls back to the last checkpoint. DuckDB keeps only the current
@@ -32,8 +35,16 @@ from replay.sinks.duckdb_store import DuckDBStore, quote
 from replay.sinks.duckdb_types import column_definitions, restored_column, staged_columns
 from replay.sinks.ledger import VersionUnavailableError, plan_positions
 from replay.sinks.merge_rules import change_columns, row_columns
-from replay.sinks.protocol import META_COLUMNS, POS, LedgerEntry, Positions, TableSpec
-from replay.spark import DataFrame, F, SparkSession, T
+from replay.sinks.protocol import (
+    META_COLUMNS,
+    POS,
+    Guess,
+    GuessFailedError,
+    LedgerEntry,
+    Positions,
+    TableSpec,
+)
+from replay.spark import DataFrame, F, SparkSession, T, collect_arrow
 
 ARROW_ROWS = 100_000
 """Frames bounded to at most this many rows are handed to DuckDB as Arrow (one collect into the
@@ -52,6 +63,8 @@ _arrow_names = itertools.count()
 
 class DuckDBSink:
     """A :class:`~replay.sinks.protocol.Sink` writing to the DuckDB database file ``path``."""
+
+    stages_rows = True
 
     def __init__(
         self,
@@ -123,8 +136,10 @@ class DuckDBSink:
     def replace(
         self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
         rows_at_most: int | None = None, bytes_at_most: int | None = None,
+        guess: Guess | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
-        """Recreate the table from ``rows`` in one transaction; None if the ledger covers it."""
+        """Recreate the table from ``rows`` in one transaction; None if the ledger covers it.
+        With ``guess``, the rows are staged as Arrow and written only if it holds."""
         data = row_columns(spec, rows.columns)
         if self._covered(spec.name, "replace", positions):
             return None
@@ -133,7 +148,8 @@ class DuckDBSink:
         fields = [rows.schema[c] for c in [*data, POS]]
         schema = T.StructType(fields[:-1])
         arrow = fits_arrow(rows_at_most, bytes_at_most)
-        with self._staged(rows, fields, arrow) as staged, self.session(write=True) as store:
+        staging = self._guessed(rows, fields, guess) if guess else self._staged(rows, fields, arrow)
+        with staging as staged, self.session(write=True) as store:
             assert store is not None
             source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
             columns = column_definitions(schema)
@@ -223,19 +239,30 @@ class DuckDBSink:
         as Parquet files (see the module doc)."""
         columns = df.select(*staged_columns(fields))
         if arrow:
-            table = columns.toArrow()
-            name = f"__replicator_arrow_{next(_arrow_names)}"
-
-            def registered(conn: Any) -> str:
-                conn.register(name, table)
-                return quote(name)
-
-            yield registered
+            yield _registered(columns.toArrow())
             return
         with self._scratch() as scratch:
             target = scratch / "batch"
             columns.write.parquet(str(target))
             yield lambda conn: f"read_parquet({_literal(target / '*.parquet')})"
+
+    @contextmanager
+    def _guessed(
+        self, df: DataFrame, fields: Sequence[T.StructField], guess: Guess
+    ) -> Iterator[Staged]:
+        """Run ``df``'s job and stage ``fields`` of it as one Arrow table, if ``guess`` holds
+        and the table stays within ``ARROW_BYTES`` (checked as its batches come); else
+        ``GuessFailedError``."""
+
+        def fits(staged: int) -> bool:
+            return max(staged, guess.projected(staged)) <= ARROW_BYTES
+
+        table = collect_arrow(df.select(*staged_columns(fields)), fits)
+        if table is None:
+            raise GuessFailedError(f"{self.url}: the rows would take over {ARROW_BYTES} bytes")
+        if not guess.holds():
+            raise GuessFailedError(f"{self.url}: the rows' job found what the guess ruled out")
+        yield _registered(table)
 
     @contextmanager
     def _scratch(self) -> Iterator[Path]:
@@ -245,6 +272,17 @@ class DuckDBSink:
             yield scratch
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _registered(table: Any) -> Staged:
+    """An Arrow table staged: registered with the write's connection under a name of its own."""
+    name = f"__replicator_arrow_{next(_arrow_names)}"
+
+    def registered(conn: Any) -> str:
+        conn.register(name, table)
+        return quote(name)
+
+    return registered
 
 
 def fits_arrow(rows_at_most: int | None, bytes_at_most: int | None = None) -> bool:

@@ -25,13 +25,15 @@ can look for bad records in the write's own Spark job (small batches) and apply 
 records silently.
 
 The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
+A sink that runs the rows' job before it writes anything (``stages_rows``: DuckDB) takes a
+``Guess`` with them: rows planned on a guess the job itself confirms (``Guess.holds``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from cdc.streams.protocol import TopicPartition
 
@@ -52,6 +54,30 @@ class RejectedRecordsError(RuntimeError):
     def __init__(self, table: str, count: int) -> None:
         super().__init__(f"{count} bad records in the batch for table {table}: nothing written")
         self.table, self.count = table, count
+
+
+class WriteBounds(TypedDict):
+    """``Sink.replace``'s bounds on its rows (None: unknown)."""
+
+    rows_at_most: int | None
+    bytes_at_most: int | None
+
+
+class GuessFailedError(RuntimeError):
+    """A ``replace`` given a ``Guess`` wrote nothing: it did not hold, or its rows would not
+    have fitted in memory."""
+
+
+class Guess(Protocol):
+    """What the caller of a ``replace`` planned its rows on, told by the rows' own job."""
+
+    def projected(self, staged_bytes: int) -> int:
+        """The bytes the whole job will stage, given what it has staged so far."""
+        ...
+
+    def holds(self) -> bool:
+        """After the job: whether the rows are the table's (else nothing may be written)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -80,6 +106,9 @@ class LedgerEntry:
 
 class Sink(Protocol):
     url: str
+    stages_rows: bool
+    """Whether ``replace`` runs its rows' job before it writes anything (it then takes a
+    ``guess``)."""
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the table reflects (empty if it does not exist)."""
@@ -87,13 +116,15 @@ class Sink(Protocol):
 
     def replace(
         self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None,
-        bytes_at_most: int | None = None,
+        bytes_at_most: int | None = None, guess: Guess | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
         """Replace the table's contents with ``rows`` (a DataFrame of final images, no meta
         columns) in one bulk write, recording ``positions``; None if already at them.
         ``rows_at_most``: a bound on the frame's rows, when the caller knows one (a sink may
         then hand a small frame over in memory rather than through files); ``bytes_at_most``:
-        about how much memory its values take (Arrow's layout), when the caller knows."""
+        about how much memory its values take (Arrow's layout), when the caller knows.
+        ``guess`` (only where ``stages_rows``): staged in memory whatever the bounds, the rows
+        are written only if it ``holds``, else ``GuessFailedError``."""
         ...
 
     def merge(

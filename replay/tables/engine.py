@@ -20,10 +20,11 @@ from functools import partial
 from cdc.events.columns import TableSpec as DeclaredTable
 from cdc.streams.protocol import EventStream, TopicPartition
 from replay.decode.batch import batch_changes, marked_batch, truncates_decoded
-from replay.decode.changes import TXN, UNAVAILABLE, decode_native
+from replay.decode.changes import UNAVAILABLE, decode_native
+from replay.decode.clean_guess import replaced_on_guess
 from replay.decode.compacted_read import persisted_decode
 from replay.decode.compaction import rebuild_table, write_bounds
-from replay.decode.cut import judged_transactions, records_at_or_before, straddling
+from replay.decode.cut import records_at_or_before, straddling_transactions
 from replay.decode.schema import TopicSchema
 from replay.decode.schema_versions import column_defaults, schema_in_range
 from replay.decode.truncates import Truncate
@@ -126,7 +127,10 @@ class ReplayEngine:
                     self._schemas[topic] = base
                     continue
                 self._schemas[topic] = self._versions(job, topic, plan, base)
-        self._straddling = self._straddling_transactions(job, plans)
+        self._straddling = straddling_transactions(
+            self.spark, self.stream.url, plans, job.stop,
+            lambda topic: self._schema(topic, job.declared.get(topic)),
+        )  # fmt: skip
         return [self._run_topic(job, topic, plan) for topic, plan in plans.items()]
 
     def _versions(
@@ -145,26 +149,6 @@ class ReplayEngine:
         if not job.whole_transactions:
             return TransactionTail(plans, {}, per_event=True)
         return hold_open_transactions(self.spark, self.stream, plans, job.transaction_settle_s)
-
-    def _straddling_transactions(
-        self, job: ReplayJob, plans: Mapping[str, ReplayPlan]
-    ) -> tuple[str, ...]:
-        """With a source-position stop over several topics: the transactions some topic has
-        events of after the cut and some (maybe another) at or before it; every topic leaves
-        them out, so a cut never splits a transaction over several tables of the job."""
-        if not job.stop.is_source_position or len(plans) < 2:
-            return ()
-        judged = None
-        for topic, plan in plans.items():
-            if plan.span == 0:
-                continue
-            schema = self._schema(topic, job.declared.get(topic))
-            decoded = decode_native(read_records(self.spark, self.stream.url, plan), schema, ())
-            topic_judged = judged_transactions(decoded.good, job.stop)
-            judged = topic_judged if judged is None else judged.unionByName(topic_judged)
-        if judged is None:
-            return ()
-        return tuple(r[TXN] for r in straddling(judged).collect())
 
     def _run_topic(self, job: ReplayJob, topic: str, plan: ReplayPlan) -> TopicResult:
         table = job.into.get(topic, target_table(topic))
@@ -232,6 +216,9 @@ class ReplayEngine:
         rows: Callable[[], DataFrame]
         rebuilt, bounds = None, write_bounds(plan.span)
         if not job.stop.is_source_position:
+            guessed = replaced_on_guess(self.spark, self.sink, self.stream.url, spec, schema, plan)
+            if guessed.done:  # in one job, with no cache (else nothing written)
+                return guessed.entry
             # Compacted and decoded in one job: the bad-record check and the write read it.
             decoded, persisted, found = persisted_decode(self.spark, self.stream.url, plan, schema)
             rebuilt = rebuild_table(decoded, schema, found)

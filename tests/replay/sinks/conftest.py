@@ -30,8 +30,9 @@ class BoundedWrites:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sink, name)
 
-    def replace(self, spec: Any, rows: Any, positions: Any, **_bounds: Any) -> Any:
-        return self.sink.replace(spec, rows, positions, rows_at_most=self.rows_at_most)
+    def replace(self, spec: Any, rows: Any, positions: Any, **bounds: Any) -> Any:
+        guess = bounds.get("guess")
+        return self.sink.replace(spec, rows, positions, rows_at_most=self.rows_at_most, guess=guess)
 
     def merge(self, spec: Any, changes: Any, positions: Any, *, rows_at_most: Any = None) -> Any:
         return self.sink.merge(spec, changes, positions, rows_at_most=self.rows_at_most)

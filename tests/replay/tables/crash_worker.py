@@ -22,7 +22,7 @@ from cdc.runtime import jars
 from cdc.streams.protocol import TopicPartition
 from cdc.streams.registry import open_stream
 from replay.reading.bounds import Bound, BoundKind
-from replay.sinks.protocol import LedgerEntry, Positions, Sink, TableSpec
+from replay.sinks.protocol import Guess, LedgerEntry, Positions, Sink, TableSpec, WriteBounds
 from replay.sinks.registry import open_sink
 from replay.spark import SparkSession, spark_session
 from replay.tables.engine import ReplayEngine, ReplayJob, target_table
@@ -63,19 +63,17 @@ class ReportingSink:
 
     def __init__(self, sink: Sink, report: Callable[[str, int], None]) -> None:
         self.sink, self.report, self.url, self.writes = sink, report, sink.url, 0
+        self.stages_rows = sink.stages_rows
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         return self.sink.positions(table)
 
     def replace(
         self, spec: TableSpec, rows: Any, positions: Positions, *, rows_at_most: int | None = None,
-        bytes_at_most: int | None = None,
+        bytes_at_most: int | None = None, guess: Guess | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
-        return self._write(
-            lambda: self.sink.replace(
-                spec, rows, positions, rows_at_most=rows_at_most, bytes_at_most=bytes_at_most
-            )
-        )
+        bounds = WriteBounds(rows_at_most=rows_at_most, bytes_at_most=bytes_at_most)
+        return self._write(lambda: self.sink.replace(spec, rows, positions, **bounds, guess=guess))
 
     def merge(
         self, spec: TableSpec, changes: Any, positions: Positions, *,

@@ -1,0 +1,163 @@
+"""A first rebuild into DuckDB in one Spark job, on the guess that the topic is clean
+(``clean_guess``), on both streams: the table the cached way builds, from one job and no cache;
+the cached way wherever the guess fails (a truncate, a key in two partitions, a bad record, rows
+past the memory bound), with nothing written by the failed guess."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.streams.protocol import EventStream
+from cdc.streams.registry import open_stream
+from replay.sinks import duckdb_files, duckdb_sink
+from replay.sinks.duckdb_sink import DuckDBSink
+from replay.sinks.registry import open_sink
+from replay.tables import engine
+from replay.tables.engine import ReplayEngine, ReplayJob, TopicResult
+from tests.replay.decode.conftest import Changelog, account, comparable
+from tests.replay.decode.test_compaction import _history
+
+pytestmark = pytest.mark.integration
+Written = Callable[[Changelog], EventStream]
+CACHED_WAY = "the cached way"
+
+
+@pytest.fixture(params=["local", "kafka"])
+def written(request: pytest.FixtureRequest, tmp_path: Path, unique_name: Any) -> Iterator[Written]:
+    """Factory: a changelog written record by record to a new topic (``log.topic`` set to it)
+    of a real stream, the local log or the Kafka broker."""
+    if request.param == "kafka":
+        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
+    else:
+        url = f"local://{tmp_path}/log"
+    stream = open_stream(url)
+
+    def write(log: Changelog) -> EventStream:
+        log.topic = unique_name("guessed")
+        stream.ensure_topic(log.topic, log.partitions, compacted=True)
+        writer = stream.writer(unique_name("writer"))
+        writer.begin()
+        for _, partition, _, key, value, _ in log.records:
+            writer.send(log.topic, key, value, partition=partition)
+        writer.commit()
+        writer.close()
+        return stream
+
+    yield write
+    stream.close()
+
+
+def _clean() -> tuple[Changelog, dict[int, dict[str, Any]]]:
+    """Creates, updates, deletes (with tombstones) and a key re-created, over three partitions:
+    nothing the guess rules out."""
+    log, table = Changelog(partitions=3), {}
+    for i in range(1, 31):
+        log.upsert(None, account(i, balance=Decimal(i) / 4))
+        table[i] = account(i, balance=Decimal(i) / 4)
+    for i in range(2, 31, 3):
+        log.upsert(table[i], account(i, name=f"updated-{i}", active=False))
+        table[i] = account(i, name=f"updated-{i}", active=False)
+    for i in (5, 6, 7):
+        log.delete(table.pop(i))
+    log.upsert(None, account(6, name="re-created"))
+    table[6] = account(6, name="re-created")
+    return log, table
+
+
+def _rebuilt(spark: Any, stream: EventStream, sink: DuckDBSink, topic: str, **job: Any) -> Any:
+    (result,) = ReplayEngine(spark, stream, sink).run(ReplayJob((topic,), **job))
+    assert isinstance(result, TopicResult) and result.mode == "rebuild"
+    return result
+
+
+def _table(sink: DuckDBSink, table: str) -> list[dict[str, Any]]:
+    return sorted((comparable(r) for r in sink.read(table).collect()), key=lambda r: r["id"])
+
+
+def _column_types(sink: DuckDBSink, table: str) -> list[Any]:
+    return duckdb_files.query(
+        sink.path,
+        "SELECT column_name, data_type FROM information_schema.columns"
+        f" WHERE table_name = '{table}' ORDER BY ordinal_position",
+    )[1]
+
+
+def _duckdb(spark: Any, path: Path) -> DuckDBSink:
+    sink = open_sink(f"duckdb://{path}", spark)
+    assert isinstance(sink, DuckDBSink)
+    return sink
+
+
+def test_a_clean_topic_is_rebuilt_in_one_job_as_the_cached_way_rebuilds_it(
+    spark: Any, written: Written, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, table = _clean()
+    stream = written(log)
+    guessed, cached = _duckdb(spark, tmp_path / "g.duckdb"), _duckdb(spark, tmp_path / "c.duckdb")
+    for thread in threading.enumerate():  # the session's head start (``start_python_workers``)
+        if thread.name == "start-python-workers":
+            thread.join()
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup())
+    with monkeypatch.context() as patch:  # the cached way would fill a cache by its own job
+        patch.setattr(engine, "persisted_decode", lambda *_: pytest.fail("the cached way ran"))
+        result = _rebuilt(spark, stream, guessed, log.topic)
+    assert len(set(tracker.getJobIdsForGroup()) - before) == 1
+    cached.stages_rows = False  # (an instance's own: the engine then takes the cached way)
+    again = _rebuilt(spark, stream, cached, log.topic)
+    assert _table(guessed, result.table) == [comparable(table[k]) for k in sorted(table)]
+    assert _table(guessed, result.table) == _table(cached, again.table)
+    assert _column_types(guessed, result.table) == _column_types(cached, again.table)
+    assert guessed.history(result.table)[0].positions == cached.history(again.table)[0].positions
+
+
+def test_a_failed_guess_writes_nothing_and_the_cached_way_rebuilds(
+    spark: Any, written: Written, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The compaction history's truncates and its key in two partitions fail the guess."""
+    log, table = _history()
+    stream = written(log)
+    sink = _duckdb(spark, tmp_path / "t.duckdb")
+    with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
+        result = _rebuilt(spark, stream, sink, log.topic)
+    assert [r.getMessage() for r in caplog.records if CACHED_WAY in r.getMessage()] != []
+    assert _table(sink, result.table) == [comparable(table[k]) for k in sorted(table)]
+    assert len(sink.history(result.table)) == 1  # the cached way's write alone
+
+
+def test_a_bad_record_fails_the_guess_and_is_dead_lettered(
+    spark: Any, written: Written, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    log, table = _clean()
+    offset = log.append(1, b'{"id": 99}', b'{"payload": {"op": "c", "after": 7}}')
+    stream = written(log)
+    sink = _duckdb(spark, tmp_path / "b.duckdb")
+    with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
+        result = _rebuilt(spark, stream, sink, log.topic, on_error="dead-letter")
+    assert any(CACHED_WAY in r.getMessage() for r in caplog.records)
+    assert result.bad == 1
+    letters = sink.read("_replicator_dead_letters").collect()
+    assert [(r["partition"], r["offset"]) for r in letters] == [(1, offset)]
+    assert _table(sink, result.table) == [comparable(table[k]) for k in sorted(table)]
+
+
+def test_rows_past_the_memory_bound_are_rebuilt_the_cached_way(
+    spark: Any, written: Written, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    log, table = _clean()
+    stream = written(log)
+    sink = _duckdb(spark, tmp_path / "m.duckdb")
+    monkeypatch.setattr(duckdb_sink, "ARROW_BYTES", 64)
+    with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
+        result = _rebuilt(spark, stream, sink, log.topic)
+    assert any("would take over 64 bytes" in r.getMessage() for r in caplog.records)
+    assert _table(sink, result.table) == [comparable(table[k]) for k in sorted(table)]
+    assert len(sink.history(result.table)) == 1
