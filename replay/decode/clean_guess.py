@@ -27,6 +27,8 @@ from replay.spark import SparkSession
 
 CLEAN = Survey(candidates=False, rejected=False, lacking=False, repeated=False)
 """The survey of a topic whose rebuilt table is its survivors' live images, as they are."""
+RESULTS_BOUND = "spark.driver.maxResultSize"
+"""Named by the error of a job whose tasks' results (one range's rows, as Arrow) passed it."""
 _log = logging.getLogger(__name__)
 
 
@@ -72,8 +74,8 @@ def replaced_on_guess(
     plan: ReplayPlan,
 ) -> Guessed:  # fmt: skip
     """``sink.replace`` of the table on a ``CleanGuess``, where the sink stages its rows and the
-    compaction tasks decode; not done where it wrote nothing (the guess failed, or a
-    compaction task went over its budget)."""
+    compaction tasks decode; not done where it wrote nothing (the guess failed, a compaction
+    task went over its budget, or one range's rows passed ``RESULTS_BOUND``)."""
     if not sink.stages_rows or not decodes_in_tasks(schema):
         return Guessed(False)
     guess = CleanGuess(spark, stream_url, plan, schema)
@@ -83,8 +85,9 @@ def replaced_on_guess(
     except GuessFailedError as failed:
         _log.info("%s; rebuilding %s the cached way", failed, spec.name)
     except Exception as error:  # a Spark job's error names its cause only in its text
-        if not is_over_budget(error):
+        if not is_over_budget(error) and RESULTS_BOUND not in str(error):
             raise
+        _log.info("%s; rebuilding %s the cached way", str(error).splitlines()[0], spec.name)
     finally:
         guess.drop()
     return Guessed(False)

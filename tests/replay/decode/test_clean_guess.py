@@ -16,11 +16,16 @@ import pytest
 
 from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
+from replay.decode.clean_guess import Guessed, replaced_on_guess
+from replay.reading.bounds import Bound, BoundKind
+from replay.reading.plan import plan_replay
 from replay.sinks import duckdb_files, duckdb_sink
 from replay.sinks.duckdb_sink import DuckDBSink
+from replay.sinks.protocol import TableSpec
 from replay.sinks.registry import open_sink
 from replay.tables import engine
 from replay.tables.engine import ReplayEngine, ReplayJob, TopicResult
+from replay.tables.topic_schema import newest_schema
 from tests.replay.decode.conftest import Changelog, account, comparable
 from tests.replay.decode.test_compaction import _history
 
@@ -161,3 +166,43 @@ def test_rows_past_the_memory_bound_are_rebuilt_the_cached_way(
     assert any("would take over 64 bytes" in r.getMessage() for r in caplog.records)
     assert _table(sink, result.table) == [comparable(table[k]) for k in sorted(table)]
     assert len(sink.history(result.table)) == 1
+
+
+class FailingSink:
+    """A sink that stages rows (``stages_rows``) and whose replace fails as a Spark job would."""
+
+    stages_rows, url = True, "failing://"
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def replace(self, *_: Any, **__: Any) -> Any:
+        raise RuntimeError(self.error)
+
+
+@pytest.mark.parametrize("written", ["local"], indirect=True)
+@pytest.mark.parametrize(
+    "error",
+    [
+        "Job aborted: Total size of serialized results of 3 tasks (1030.2 MiB) is bigger than"
+        " spark.driver.maxResultSize (1024.0 MiB)",
+        "compaction task over its memory budget: t partition 0 holds 1100 MiB",
+    ],
+)
+def test_a_job_past_the_driver_or_task_bound_falls_back(
+    spark: Any, written: Written, error: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One range's rows past the driver's bound on results, or a compaction task past its
+    budget: not done (the cached way then takes over); any other error is the rebuild's."""
+    log, _ = _clean()
+    stream = written(log)
+    schema = newest_schema(stream, log.topic, None)
+    plan = plan_replay(stream, [log.topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+    spec = TableSpec("accounts", schema.primary_key)
+    sink: Any = FailingSink(error)
+    with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
+        assert replaced_on_guess(spark, sink, stream.url, spec, schema, plan) == Guessed(False)
+    assert any(CACHED_WAY in r.getMessage() for r in caplog.records)
+    with pytest.raises(RuntimeError, match="a disk failed"):
+        other: Any = FailingSink("a disk failed")
+        replaced_on_guess(spark, other, stream.url, spec, schema, plan)
