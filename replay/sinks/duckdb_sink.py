@@ -147,8 +147,10 @@ class DuckDBSink:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
         fields = [rows.schema[c] for c in [*data, POS]]
         schema = T.StructType(fields[:-1])
-        arrow = fits_arrow(rows_at_most, bytes_at_most)
-        staging = self._guessed(rows, fields, guess) if guess else self._staged(rows, fields, arrow)
+        if guess is None:
+            staging = self._staged(rows, fields, fits_arrow(rows_at_most, bytes_at_most))
+        else:
+            staging = self._guessed(rows, fields, guess)
         with staging as staged, self.session(write=True) as store:
             assert store is not None
             source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
