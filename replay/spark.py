@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import itertools
 import logging
 import os
 import re
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -192,17 +192,15 @@ def driver_heap_bytes(spark: SparkSession) -> int:
     return int(runtime.maxMemory())
 
 
-_arrow_jobs = itertools.count()
-
-
 def collect_arrow(frame: DataFrame, keep_going: Callable[[int], bool]) -> Any:
     """``frame.toArrow()`` (one job), its batches read as the tasks finish; None, and the job
-    cancelled, as soon as ``keep_going`` (given the bytes read so far) returns False."""
+    cancelled, as soon as ``keep_going`` (given the bytes read so far) returns False (the job
+    is over when this returns, or raises)."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     schema = to_arrow_schema(frame.schema, error_on_duplicated_field_names_in_struct=True,
         prefers_large_types=frame.sparkSession._jconf.arrowUseLargeVarTypes())  # fmt: skip
-    context, tag = frame.sparkSession.sparkContext, f"replicator-arrow-{next(_arrow_jobs)}"
+    context, tag = frame.sparkSession.sparkContext, f"replicator-arrow-{uuid.uuid4()}"
     context.addJobTag(tag)
     try:
         port, secret, server = frame._jdf.collectAsArrowToPython()
@@ -211,16 +209,24 @@ def collect_arrow(frame: DataFrame, keep_going: Callable[[int], bool]) -> Any:
     batches: list[Any] = []
     cancelled, read = False, 0
     socket = _create_local_socket((port, secret))
-    try:  # the stream ends with the batches' order, a list (immaterial to a table)
+    try:  # the stream ends with the batches' order, a list
         for batch in ArrowCollectSerializer().load_stream(socket):  # type: ignore[no-untyped-call]
-            if isinstance(batch, pa.RecordBatch):
+            if not isinstance(batch, pa.RecordBatch):
+                batches = [batches[i] for i in batch]  # in the frame's order, as ``toArrow``
+            elif not keep_going(read := read + batch.nbytes):
+                cancelled = True
+                break
+            else:
                 batches.append(batch)
-                read += batch.nbytes
-                if not keep_going(read):
-                    cancelled = True
-                    context.cancelJobsWithTag(tag)
-                    break
+    except Exception:  # a failed job's (its own error comes from getResult), or ours
+        context.cancelJobsWithTag(tag)
+        raise
+    except BaseException:  # an interrupt goes on, not the cancelled job's error
+        cancelled = True
+        raise
     finally:
+        if cancelled:
+            context.cancelJobsWithTag(tag)
         socket.close()
         with unwrap_spark_exception(), contextlib.suppress(*([Exception] if cancelled else [])):
             server.getResult()  # waits for the job's end; raises its error

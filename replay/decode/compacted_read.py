@@ -47,7 +47,7 @@ from replay.decode.fallback import decoded_type, positioned
 from replay.decode.key_tally import PerRange, per_range_accumulator
 from replay.decode.schema import TopicSchema
 from replay.decode.survivor_rows import SurvivorDecoder
-from replay.decode.task_survey import RangeSurvey, survey_taken
+from replay.decode.task_survey import RangeSurvey, range_key, survey_taken
 from replay.decode.truncates import TRUNCATE_KEYS
 from replay.reading.plan import PartitionRange, ReplayPlan
 from replay.reading.sources import read_records
@@ -109,8 +109,9 @@ the cache is ~1.45x as large (17.2 MB against 11.9 MB for 98,000 rows, ``bench/R
 
 
 def persisted_decode(
-    spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
-) -> tuple[DataFrame, list[DataFrame], Survey]:
+    spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema, *,
+    over_budget: bool = False,
+) -> tuple[DataFrame, list[DataFrame], Survey]:  # fmt: skip
     """The plan's records compacted and decoded (``compaction.decoded_latest``), persisted; the
     frames to unpersist after; and what ``compaction.survey`` finds in the decode. In one job
     that reads, compacts and decodes (the compacted values are never cached): where the
@@ -118,8 +119,10 @@ def persisted_decode(
     rows, then ``decode_native`` runs in the same tasks) the job writes nowhere and the tasks
     tell the survey (``task_survey``), else the survey's own job fills the cache. Or by the two
     Spark passes over the plan's records (read by ``reading.sources``) where a compaction task
-    would go over its memory budget. The one-job cache is not compressed
-    (``UNCOMPRESSED_CACHE``)."""
+    would go over its memory budget, or went over it already (``over_budget``). The one-job
+    cache is not compressed (``UNCOMPRESSED_CACHE``)."""
+    if over_budget:
+        return _two_passes(spark, stream_url, plan, schema)
     with session_confs(spark, UNCOMPRESSED_CACHE):  # taken by the cache as it is declared
         findings = None
         if decodes_in_tasks(schema):
@@ -131,15 +134,26 @@ def persisted_decode(
         if findings is None:
             return decoded, [decoded], survey(decoded, schema)
         decoded.write.format("noop").mode("overwrite").save()  # one job: the cache filled
-        return decoded, [decoded], survey_taken(findings)
+        return decoded, [decoded], survey_taken(findings, plan.ranges)
     except Exception as error:  # a Spark job's error names its cause only in its text
         decoded.unpersist()
         if findings is not None:
             findings.value = {}  # (the session keeps the accumulator)
         if not is_over_budget(error):
             raise
-        lines = [line.strip() for line in str(error).splitlines() if OVER_BUDGET in line]
-        _log.warning("%s; compacting by two Spark passes instead", (lines or [OVER_BUDGET])[-1])
+        _log.warning("%s; compacting by two Spark passes instead", over_budget_line(error))
+    return _two_passes(spark, stream_url, plan, schema)
+
+
+def over_budget_line(error: BaseException) -> str:
+    """The line of ``error``'s text that says which task went over its budget."""
+    lines = [line.strip() for line in str(error).splitlines() if OVER_BUDGET in line]
+    return (lines or [OVER_BUDGET])[-1]
+
+
+def _two_passes(
+    spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
+) -> tuple[DataFrame, list[DataFrame], Survey]:
     records = read_records(spark, stream_url, plan)
     newest = newest_offsets(records).persist()
     broadcast = broadcasts_winners(spark, newest)
@@ -154,16 +168,21 @@ def decodes_in_tasks(schema: TopicSchema) -> bool:
 
 
 def decoded_survivors(
-    spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema
-) -> tuple[DataFrame, PerRange]:
+    spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema,
+    live_bytes_at_most: int | None = None,
+) -> tuple[DataFrame, PerRange]:  # fmt: skip
     """``decoded_latest`` of ``compacted_records``, each survivor decoded in the task that kept
     it (``survivor_rows``: no value goes to the JVM undecoded, no ``from_json`` is planned); a
     record's raw value kept only where it is rejected. With the tasks' ``task_survey`` findings
-    per range, complete once a job has read the frame whole."""
+    per range, complete once a job has read the frame whole. A task whose live rows pass
+    ``live_bytes_at_most`` (``task_survey``'s count) ships no more: the frame is then cut
+    short, its findings say so (``live_bytes``)."""
     carry = [T.StructField(TOMBSTONED, T.BooleanType()), T.StructField(CANDIDATE, T.BooleanType())]
     ranges = [r for r in plan.ranges if r.span > 0]
     findings = per_range_accumulator(spark)
-    decode = partial(decode_range, stream_url, schema, budget=task_budget_bytes(), noted=findings)
+    budget = task_budget_bytes()
+    decode = partial(decode_range, stream_url, schema, budget=budget, noted=findings,
+                     live_bytes_at_most=live_bytes_at_most)  # fmt: skip
     rdd = spark.sparkContext.parallelize(ranges, max(len(ranges), 1)).flatMap(decode)
     shipped = spark.createDataFrame(rdd, decoded_type(schema, carry), verifySchema=False)
     rows = positioned(shipped, schema, shipped=True)
@@ -172,9 +191,11 @@ def decoded_survivors(
 
 
 def decode_range(
-    stream_url: str, schema: TopicSchema, r: PartitionRange, budget: int, noted: PerRange
-) -> Iterator[tuple[Any, ...]]:
+    stream_url: str, schema: TopicSchema, r: PartitionRange, budget: int, noted: PerRange,
+    live_bytes_at_most: int | None = None,
+) -> Iterator[tuple[Any, ...]]:  # fmt: skip
     """The decoded survivors of one range (rows of ``decoded_survivors``; in a Spark task)."""
+    most = -1 if live_bytes_at_most is None else live_bytes_at_most
     decoder = SurvivorDecoder(schema)
     survey = RangeSurvey(schema)
     for row in compact_range(stream_url, r, budget):
@@ -185,7 +206,9 @@ def decode_range(
         decoded = decoder.row(origin, live_value, (offset != live_offset, candidate is not None))
         if decoded is not None:
             yield survey.add(decoded)
-    noted.add({(r.tp.topic, r.tp.partition, r.start): survey.findings()})
+            if survey.live_bytes > most >= 0:
+                break
+    noted.add({range_key(r): survey.findings()})
 
 
 def compact_range(stream_url: str, r: PartitionRange, budget: int) -> Iterator[tuple[Any, ...]]:

@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from replay.decode.changes import DECODED_META, KEY, OFFSET, PARTITION, SOURCE, UNAVAILABLE
-from replay.decode.compaction import VARIABLE, Survey, arrow_widths
+from replay.decode.compaction import ANYTHING, VARIABLE, Survey, arrow_widths
 from replay.decode.fallback import SOURCE_NAMES
-from replay.decode.key_tally import KeyTally, PerRange, digest_array, key_digest
+from replay.decode.key_tally import KeyTally, PerRange, RangeId, digest_array, key_digest
 from replay.decode.position import STREAM_POSITION_CHARS
 from replay.decode.schema import TopicSchema
+from replay.reading.plan import PartitionRange
 from replay.sinks.protocol import OP_TRUNCATE, OP_UPSERT, POS
 
 Findings = tuple[bytes, bool, bool, bool, bool, int, int | None]
@@ -196,18 +198,27 @@ class RangeSurvey:
                 self.lacking, self.live, live_bytes)  # fmt: skip
 
 
-def survey_taken(findings: PerRange) -> Survey:
-    """The ``Survey`` of a finished job's ranges; their findings dropped from the accumulator
-    (which the session keeps for its life)."""
+def range_key(r: PartitionRange) -> RangeId:
+    """How a range's findings are keyed in the accumulator."""
+    return (r.tp.topic, r.tp.partition, r.start)
+
+
+def survey_taken(findings: PerRange, ranges: Iterable[PartitionRange]) -> Survey:
+    """The ``Survey`` of a finished job's ``ranges``; their findings dropped from the accumulator
+    (which the session keeps for its life). ``ANYTHING`` unless each range of any offset told
+    its findings (Spark logs an accumulator update it fails to merge, and goes on)."""
     try:
-        ranges: list[Findings] = list(findings.value.values())
+        told = dict(findings.value)
     finally:
         findings.value = {}
-    tally = KeyTally.of([(found[0], found[1]) for found in ranges])
-    sizes = [found[6] for found in ranges]
+    if not {range_key(r) for r in ranges if r.span > 0} <= told.keys():
+        return ANYTHING
+    each: list[Findings] = list(told.values())
+    tally = KeyTally.of([(found[0], found[1]) for found in each])
+    sizes = [found[6] for found in each]
     live_bytes = sum(s for s in sizes if s is not None) if None not in sizes else None
     return Survey(
-        any(found[2] for found in ranges), any(found[3] for found in ranges),
-        any(found[4] for found in ranges), sum(found[5] for found in ranges), live_bytes,
+        any(found[2] for found in each), any(found[3] for found in each),
+        any(found[4] for found in each), sum(found[5] for found in each), live_bytes,
         tally.repeated, tally.keys,
     )  # fmt: skip

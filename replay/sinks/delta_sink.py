@@ -78,7 +78,7 @@ class DeltaSink:
     a table of at most ``rewrite_bytes`` takes its batches as one rewrite, not a MERGE (0: never;
     by default ``$REPLICATOR_DELTA_REWRITE_BYTES`` or 4 MiB: :mod:`replay.sinks.delta_rewrite`)."""
 
-    stages_rows = False  # a replace's job writes the table's files
+    guess_bytes: int | None = None  # a replace's job writes the table's files
 
     def __init__(
         self, root: str | Path, spark: SparkSession, *, rewrite_bytes: int | None = None
@@ -115,7 +115,7 @@ class DeltaSink:
         """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones
         (a tombstone table that is not there yet is left to the first merge that has some).
         Spark writes the files whatever the frame's size: the bounds change nothing. No
-        ``guess``: the write's own job commits (``stages_rows`` is False)."""
+        ``guess``: the write's own job commits (``guess_bytes`` is None)."""
         if guess is not None:
             raise ValueError(f"{self.url}: a Delta replace cannot wait on a guess")
         data = rules.row_columns(spec, rows.columns)

@@ -7,7 +7,7 @@ rebuild of a table of as many live keys), or a replacing frame whose values it e
 files Spark writes in bulk next to the database (DuckDB reads them with ``read_parquet``). A
 replace on a ``Guess`` (a first rebuild in one job: ``decode.clean_guess``) is staged as Arrow
 as its tasks finish, and written only if the guess holds and the table stays within
-``ARROW_BYTES``; else nothing is written (``GuessFailedError``).
+``guess_bytes`` (``ARROW_BYTES``); else nothing is written (``GuessFailedError``).
 Every write is one DuckDB transaction holding the data, the tombstones and the ledger rows
 (:mod:`replay.sinks.duckdb_store`), so exactly-once follows: a batch whose positions the ledger
 covers is skipped, and a crash rolls back to the last checkpoint. DuckDB keeps only the current
@@ -64,8 +64,6 @@ _arrow_names = itertools.count()
 class DuckDBSink:
     """A :class:`~replay.sinks.protocol.Sink` writing to the DuckDB database file ``path``."""
 
-    stages_rows = True
-
     def __init__(
         self,
         path: str | Path,
@@ -80,6 +78,7 @@ class DuckDBSink:
         self._store: DuckDBStore | None = None
         self._writable = False
         self._known: dict[str, tuple[float, LedgerEntry | None]] = {}
+        self.guess_bytes: int | None = ARROW_BYTES
 
     @contextmanager
     def session(self, *, write: bool) -> Iterator[DuckDBStore | None]:
@@ -253,16 +252,17 @@ class DuckDBSink:
         self, df: DataFrame, fields: Sequence[T.StructField], guess: Guess
     ) -> Iterator[Staged]:
         """Run ``df``'s job and stage ``fields`` of it as one Arrow table, if ``guess`` holds
-        and the table stays within ``ARROW_BYTES`` (checked as its batches come); else
-        ``GuessFailedError``."""
+        and the table stays within ``guess_bytes`` (both checked as its batches come, the job
+        stopped as soon as either fails); else ``GuessFailedError``."""
+        most = self.guess_bytes or 0
 
-        def fits(staged: int) -> bool:
-            return max(staged, guess.projected(staged)) <= ARROW_BYTES
+        def hopeful(staged: int) -> bool:
+            return max(staged, guess.projected(staged)) <= most and not guess.failed()
 
-        table = collect_arrow(df.select(*staged_columns(fields)), fits)
-        if table is None:
-            raise GuessFailedError(f"{self.url}: the rows would take over {ARROW_BYTES} bytes")
-        if not guess.holds():
+        table = collect_arrow(df.select(*staged_columns(fields)), hopeful)
+        if table is None and not guess.failed():
+            raise GuessFailedError(f"{self.url}: the rows would take over {most} bytes")
+        if table is None or not guess.holds():
             raise GuessFailedError(f"{self.url}: the rows' job found what the guess ruled out")
         yield _registered(table)
 

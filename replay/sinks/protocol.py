@@ -25,7 +25,7 @@ can look for bad records in the write's own Spark job (small batches) and apply 
 records silently.
 
 The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
-A sink that runs the rows' job before it writes anything (``stages_rows``: DuckDB) takes a
+A sink that runs the rows' job before it writes anything (``guess_bytes``: DuckDB) takes a
 ``Guess`` with them: rows planned on a guess the job itself confirms (``Guess.holds``).
 """
 
@@ -75,6 +75,10 @@ class Guess(Protocol):
         """The bytes the whole job will stage, given what it has staged so far."""
         ...
 
+    def failed(self) -> bool:
+        """While the job runs: whether its finished tasks already tell the guess wrong."""
+        ...
+
     def holds(self) -> bool:
         """After the job: whether the rows are the table's (else nothing may be written)."""
         ...
@@ -106,9 +110,9 @@ class LedgerEntry:
 
 class Sink(Protocol):
     url: str
-    stages_rows: bool
-    """Whether ``replace`` runs its rows' job before it writes anything (it then takes a
-    ``guess``)."""
+    guess_bytes: int | None
+    """The most bytes of rows (as Arrow) ``replace`` holds in memory on a ``guess``; None: it
+    takes no guess (its rows' job writes as it runs)."""
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the table reflects (empty if it does not exist)."""
@@ -123,7 +127,7 @@ class Sink(Protocol):
         ``rows_at_most``: a bound on the frame's rows, when the caller knows one (a sink may
         then hand a small frame over in memory rather than through files); ``bytes_at_most``:
         about how much memory its values take (Arrow's layout), when the caller knows.
-        ``guess`` (only where ``stages_rows``): staged in memory whatever the bounds, the rows
+        ``guess`` (only where ``guess_bytes``): staged in memory whatever the bounds, the rows
         are written only if it ``holds``, else ``GuessFailedError``."""
         ...
 

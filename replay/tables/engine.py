@@ -220,7 +220,9 @@ class ReplayEngine:
             if guessed.done:  # in one job, with no cache (else nothing written)
                 return guessed.entry
             # Compacted and decoded in one job: the bad-record check and the write read it.
-            decoded, persisted, found = persisted_decode(self.spark, self.stream.url, plan, schema)
+            decoded, persisted, found = persisted_decode(
+                self.spark, self.stream.url, plan, schema, over_budget=guessed.over_budget
+            )
             rebuilt = rebuild_table(decoded, schema, found)
             if found.lacking and rebuilt.lacks_values():  # as a batch: filled from older images
                 rebuilt = None

@@ -16,10 +16,12 @@ import pytest
 
 from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
-from replay.decode.clean_guess import Guessed, replaced_on_guess
+from replay.decode.clean_guess import CleanGuess, Guessed, replaced_on_guess
+from replay.decode.compaction import ANYTHING
+from replay.decode.task_survey import range_key
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import plan_replay
-from replay.sinks import duckdb_files, duckdb_sink
+from replay.sinks import duckdb_files
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.protocol import TableSpec
 from replay.sinks.registry import open_sink
@@ -27,7 +29,7 @@ from replay.tables import engine
 from replay.tables.engine import ReplayEngine, ReplayJob, TopicResult
 from replay.tables.topic_schema import newest_schema
 from tests.replay.decode.conftest import Changelog, account, comparable
-from tests.replay.decode.test_compaction import _history
+from tests.replay.decode.test_compaction import _history, _other_partition
 
 pytestmark = pytest.mark.integration
 Written = Callable[[Changelog], EventStream]
@@ -59,10 +61,10 @@ def written(request: pytest.FixtureRequest, tmp_path: Path, unique_name: Any) ->
     stream.close()
 
 
-def _clean() -> tuple[Changelog, dict[int, dict[str, Any]]]:
-    """Creates, updates, deletes (with tombstones) and a key re-created, over three partitions:
-    nothing the guess rules out."""
-    log, table = Changelog(partitions=3), {}
+def _clean(log: Changelog | None = None) -> tuple[Changelog, dict[int, dict[str, Any]]]:
+    """Creates, updates, deletes (with tombstones) and a key re-created, over three partitions
+    (after what ``log`` holds): nothing the guess rules out."""
+    log, table = log or Changelog(partitions=3), {}
     for i in range(1, 31):
         log.upsert(None, account(i, balance=Decimal(i) / 4))
         table[i] = account(i, balance=Decimal(i) / 4)
@@ -115,7 +117,7 @@ def test_a_clean_topic_is_rebuilt_in_one_job_as_the_cached_way_rebuilds_it(
         patch.setattr(engine, "persisted_decode", lambda *_: pytest.fail("the cached way ran"))
         result = _rebuilt(spark, stream, guessed, log.topic)
     assert len(set(tracker.getJobIdsForGroup()) - before) == 1
-    cached.stages_rows = False  # (an instance's own: the engine then takes the cached way)
+    cached.guess_bytes = None  # the engine then takes the cached way
     again = _rebuilt(spark, stream, cached, log.topic)
     assert _table(guessed, result.table) == [comparable(table[k]) for k in sorted(table)]
     assert _table(guessed, result.table) == _table(cached, again.table)
@@ -123,11 +125,31 @@ def test_a_clean_topic_is_rebuilt_in_one_job_as_the_cached_way_rebuilds_it(
     assert guessed.history(result.table)[0].positions == cached.history(again.table)[0].positions
 
 
+def _truncated() -> tuple[Changelog, dict[int, dict[str, Any]]]:
+    """Four rows, a truncate of them, then the clean history."""
+    log = Changelog(partitions=3)
+    for i in range(1, 5):
+        log.upsert(None, account(i))
+    log.truncate([account(i) for i in range(1, 5)])
+    return _clean(log)
+
+
+def _repeated() -> tuple[Changelog, dict[int, dict[str, Any]]]:
+    """The clean history, then a change of key 9 in a partition other than its own."""
+    log, table = _clean()
+    log.upsert(table[9], account(9, name="elsewhere"), partition=_other_partition(log, 9))
+    table[9] = account(9, name="elsewhere")
+    return log, table
+
+
+@pytest.mark.parametrize("history", [_history, _truncated, _repeated])
 def test_a_failed_guess_writes_nothing_and_the_cached_way_rebuilds(
-    spark: Any, written: Written, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The compaction history's truncates and its key in two partitions fail the guess."""
-    log, table = _history()
+    spark: Any, written: Written, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    history: Callable[[], tuple[Changelog, dict[int, dict[str, Any]]]],
+) -> None:  # fmt: skip
+    """A truncate, or a key in two partitions (the compaction history has both), fails the
+    guess; the cached way then rebuilds the table."""
+    log, table = history()
     stream = written(log)
     sink = _duckdb(spark, tmp_path / "t.duckdb")
     with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
@@ -154,13 +176,12 @@ def test_a_bad_record_fails_the_guess_and_is_dead_lettered(
 
 
 def test_rows_past_the_memory_bound_are_rebuilt_the_cached_way(
-    spark: Any, written: Written, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
+    spark: Any, written: Written, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     log, table = _clean()
     stream = written(log)
     sink = _duckdb(spark, tmp_path / "m.duckdb")
-    monkeypatch.setattr(duckdb_sink, "ARROW_BYTES", 64)
+    sink.guess_bytes = 64  # (the tasks stop shipping rows past it, and tell)
     with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
         result = _rebuilt(spark, stream, sink, log.topic)
     assert any("would take over 64 bytes" in r.getMessage() for r in caplog.records)
@@ -169,9 +190,9 @@ def test_rows_past_the_memory_bound_are_rebuilt_the_cached_way(
 
 
 class FailingSink:
-    """A sink that stages rows (``stages_rows``) and whose replace fails as a Spark job would."""
+    """A sink that stages rows (``guess_bytes``) and whose replace fails as a Spark job would."""
 
-    stages_rows, url = True, "failing://"
+    guess_bytes, url = 1 << 20, "failing://"
 
     def __init__(self, error: str) -> None:
         self.error = error
@@ -182,18 +203,28 @@ class FailingSink:
 
 @pytest.mark.parametrize("written", ["local"], indirect=True)
 @pytest.mark.parametrize(
-    "error",
+    ("error", "guessed", "logged"),
     [
-        "Job aborted: Total size of serialized results of 3 tasks (1030.2 MiB) is bigger than"
-        " spark.driver.maxResultSize (1024.0 MiB)",
-        "compaction task over its memory budget: t partition 0 holds 1100 MiB",
+        (
+            "Job aborted: Total size of serialized results of 3 tasks (1030.2 MiB) is bigger"
+            " than spark.driver.maxResultSize (1024.0 MiB)",
+            Guessed(False), "the rows passed spark.driver.maxResultSize; rebuilding accounts",
+        ),
+        (
+            "An error occurred while calling o1.getResult.\n: org.apache.spark.SparkException:"
+            " compaction task over its memory budget: t partition 0 holds 1100 MiB\n\tat x",
+            Guessed(False, over_budget=True),
+            "compaction task over its memory budget: t partition 0 holds 1100 MiB; compacting",
+        ),
     ],
-)
+)  # fmt: skip
 def test_a_job_past_the_driver_or_task_bound_falls_back(
-    spark: Any, written: Written, error: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """One range's rows past the driver's bound on results, or a compaction task past its
-    budget: not done (the cached way then takes over); any other error is the rebuild's."""
+    spark: Any, written: Written, error: str, guessed: Guessed, logged: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """The rows past the driver's bound on results, or a compaction task past its budget: not
+    done (the cached way then takes over; over budget, straight to the two Spark passes); any
+    other error is the rebuild's."""
     log, _ = _clean()
     stream = written(log)
     schema = newest_schema(stream, log.topic, None)
@@ -201,8 +232,24 @@ def test_a_job_past_the_driver_or_task_bound_falls_back(
     spec = TableSpec("accounts", schema.primary_key)
     sink: Any = FailingSink(error)
     with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
-        assert replaced_on_guess(spark, sink, stream.url, spec, schema, plan) == Guessed(False)
-    assert any(CACHED_WAY in r.getMessage() for r in caplog.records)
+        assert replaced_on_guess(spark, sink, stream.url, spec, schema, plan) == guessed
+    assert [r.getMessage() for r in caplog.records if logged in r.getMessage()] != []
     with pytest.raises(RuntimeError, match="a disk failed"):
         other: Any = FailingSink("a disk failed")
         replaced_on_guess(spark, other, stream.url, spec, schema, plan)
+
+
+@pytest.mark.parametrize("written", ["local"], indirect=True)
+def test_a_range_that_told_nothing_fails_the_guess(spark: Any, written: Written) -> None:
+    """Spark logs an accumulator update it fails to merge and goes on: a range whose findings
+    are missing could hold anything, so the guess does not hold (``survey_taken``: ANYTHING)."""
+    log, _ = _clean()
+    stream = written(log)
+    schema = newest_schema(stream, log.topic, None)
+    plan = plan_replay(stream, [log.topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
+    whole = CleanGuess(spark, stream.url, plan, schema, 1 << 20)
+    assert whole.rows.count() == len(_clean()[1]) and not whole.failed() and whole.holds()
+    cut = CleanGuess(spark, stream.url, plan, schema, 1 << 20)
+    assert cut.rows.count() == len(_clean()[1])
+    del cut._findings.value[range_key(plan.ranges[1])]
+    assert not cut.failed() and not cut.holds() and cut.found == ANYTHING

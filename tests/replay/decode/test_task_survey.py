@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from cdc.streams.protocol import TopicPartition
 from replay.decode.changes import ERROR, OFFSET, SOURCE, TXN, VALUE
 from replay.decode.compaction import CANDIDATE, TOMBSTONED, Survey, survey
 from replay.decode.fallback import SOURCE_NAMES, decoded_type, positioned
@@ -15,7 +16,8 @@ from replay.decode.key_tally import per_range_accumulator
 from replay.decode.position import _BRANCHES, source_position
 from replay.decode.schema import SOURCE_TYPE, TopicSchema
 from replay.decode.survivor_rows import SurvivorDecoder
-from replay.decode.task_survey import RangeSurvey, source_text, survey_taken
+from replay.decode.task_survey import RangeSurvey, range_key, source_text, survey_taken
+from replay.reading.plan import PartitionRange
 from replay.sinks.protocol import POS
 from replay.spark import F, T
 from tests.replay.decode.conftest import ACCOUNTS, Changelog, account, published
@@ -131,9 +133,15 @@ def _both(spark: Any, schema: TopicSchema, pairs: list[tuple[bytes | None, bytes
     kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
     decoded = frame.withColumn(VALUE, kept).drop(SOURCE, TXN)
     findings = per_range_accumulator(spark)
-    for i, range_survey in enumerate(surveys):
-        findings.add({("t", i, 0): range_survey.findings()})
-    return survey(decoded, schema), survey_taken(findings), decoded
+    ranges = [_range(i) for i in range(len(surveys))]
+    for r, range_survey in zip(ranges, surveys, strict=True):
+        findings.add({range_key(r): range_survey.findings()})
+    return survey(decoded, schema), survey_taken(findings, ranges), decoded
+
+
+def _range(partition: int) -> PartitionRange:
+    """A range of one offset of partition ``partition`` of topic ``t``."""
+    return PartitionRange(TopicPartition("t", partition), 0, 1, 0, 1)
 
 
 @pytest.mark.parametrize("topic", sorted(TOPICS))
@@ -187,5 +195,5 @@ def test_a_range_added_twice_counts_once(spark: Any) -> None:
     same = {("t", 0, 0): (b"\x07" + b"\x00" * 7, True, False, False, True, 3, 120)}
     spark.sparkContext.parallelize([0, 1], 2).foreach(lambda _: findings.add(same))
     assert findings.value == same
-    assert survey_taken(findings) == Survey(False, False, True, 3, 120, False, 1)
+    assert survey_taken(findings, [_range(0)]) == Survey(False, False, True, 3, 120, False, 1)
     assert findings.value == {}

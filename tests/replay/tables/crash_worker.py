@@ -63,7 +63,7 @@ class ReportingSink:
 
     def __init__(self, sink: Sink, report: Callable[[str, int], None]) -> None:
         self.sink, self.report, self.url, self.writes = sink, report, sink.url, 0
-        self.stages_rows = sink.stages_rows
+        self.guess_bytes = sink.guess_bytes
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         return self.sink.positions(table)

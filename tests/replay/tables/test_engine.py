@@ -128,7 +128,7 @@ def test_a_rebuild_bounds_its_write_by_the_live_images_it_decoded(
     monkeypatch.setattr(DuckDBSink, "replace", spied_replace)
     monkeypatch.setattr(DuckDBSink, "_staged", spied_staged)
     sink = DuckDBSink(tmp_path / "bounded.duckdb", spark)
-    sink.stages_rows = False  # the engine then takes the cached way
+    sink.guess_bytes = None  # the engine then takes the cached way
     (result,) = ReplayEngine(spark, log, sink).run(ReplayJob((TOPIC,)))
     assert result.mode == "rebuild" and result.span >= len(events)
     rows = sink.read(result.table).collect()
