@@ -40,6 +40,13 @@ class ToldGuess:
         return self.told
 
 
+def _one_row(make_sink: SinkFactory, rows: Factory) -> Any:
+    """A DuckDB sink whose table holds row 1 at offset 1."""
+    sink = make_sink("duckdb")
+    sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
+    return sink
+
+
 def _spread(spark: Any, rows: Factory, count: int) -> Any:
     """``count`` rows of the test table over four partitions (a task, a batch each)."""
     return rows(*(row(k, f"n{k}") for k in range(count))).repartition(4)
@@ -59,8 +66,7 @@ def test_a_guess_that_holds_is_written_from_the_staged_batches(
 def test_a_guess_that_fails_writes_nothing(
     spark: Any, make_sink: SinkFactory, rows: Factory
 ) -> None:
-    sink = make_sink("duckdb")
-    sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
+    sink = _one_row(make_sink, rows)
     guess = ToldGuess(False)
     with pytest.raises(GuessFailedError, match="found what the guess ruled out"):
         sink.replace(SPEC, _spread(spark, rows, 40), {P0: 40}, guess=guess)
@@ -104,8 +110,7 @@ def test_a_hopeless_guess_stops_the_job_at_once_and_writes_nothing(
     """The first batch projects past ``guess_bytes``, or the guess already fails: the job is
     cancelled there (its slow tasks never finish), and over by the time ``replace`` fails;
     whether the guess holds is not even asked; the table is as it was."""
-    sink = make_sink("duckdb")
-    sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
+    sink = _one_row(make_sink, rows)
     sink.guess_bytes = 1 << 20
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup())
@@ -123,8 +128,7 @@ def test_a_hopeless_guess_stops_the_job_at_once_and_writes_nothing(
 def test_a_covered_replace_runs_no_job_and_asks_nothing(
     spark: Any, make_sink: SinkFactory, rows: Factory
 ) -> None:
-    sink = make_sink("duckdb")
-    sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
+    sink = _one_row(make_sink, rows)
     guess = ToldGuess(False)
     assert sink.replace(SPEC, _spread(spark, rows, 40), {P0: 1}, guess=guess) is None
     assert guess.staged == [] and guess.asked == 0
