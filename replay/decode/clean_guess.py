@@ -49,7 +49,10 @@ class CleanGuess:
         live_bytes_at_most: int,
     ) -> None:  # fmt: skip
         self.most, self.ranges = live_bytes_at_most, plan.ranges
-        decoded, self._findings = decoded_survivors(spark, stream_url, plan, schema, self.most)
+        # A row unsure of its position fails the guess (``rejected``): no JVM positions.
+        decoded, self._findings = decoded_survivors(
+            spark, stream_url, plan, schema, self.most, jvm_positions=False
+        )
         columns = [c.name for c in schema.columns]
         self.rows = rebuild_table(decoded, schema, CLEAN).rows().select(*columns, POS)
         self._spans = {range_key(r): r.span for r in plan.ranges}

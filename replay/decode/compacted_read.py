@@ -169,14 +169,15 @@ def decodes_in_tasks(schema: TopicSchema) -> bool:
 
 def decoded_survivors(
     spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema,
-    live_bytes_at_most: int | None = None,
+    live_bytes_at_most: int | None = None, *, jvm_positions: bool = True,
 ) -> tuple[DataFrame, PerRange]:  # fmt: skip
     """``decoded_latest`` of ``compacted_records``, each survivor decoded in the task that kept
     it (``survivor_rows``: no value goes to the JVM undecoded, no ``from_json`` is planned); a
     record's raw value kept only where it is rejected. With the tasks' ``task_survey`` findings
     per range, complete once a job has read the frame whole. A task whose live rows pass
     ``live_bytes_at_most`` (``task_survey``'s count) ships no more: the frame is then cut
-    short, its findings say so (``live_bytes``)."""
+    short, its findings say so (``live_bytes``). Without ``jvm_positions`` a row keeps the
+    ``__pos`` its task wrote: null where the task was unsure (and said so: ``rejected``)."""
     carry = [T.StructField(TOMBSTONED, T.BooleanType()), T.StructField(CANDIDATE, T.BooleanType())]
     ranges = [r for r in plan.ranges if r.span > 0]
     findings = per_range_accumulator(spark)
@@ -185,7 +186,7 @@ def decoded_survivors(
                      live_bytes_at_most=live_bytes_at_most)  # fmt: skip
     rdd = spark.sparkContext.parallelize(ranges, max(len(ranges), 1)).flatMap(decode)
     shipped = spark.createDataFrame(rdd, decoded_type(schema, carry), verifySchema=False)
-    rows = positioned(shipped, schema, shipped=True)
+    rows = positioned(shipped, schema, shipped=True) if jvm_positions else shipped
     kept = F.when(F.col(ERROR).isNotNull(), F.col(VALUE))
     return rows.withColumn(VALUE, kept).drop(SOURCE, TXN), findings
 

@@ -96,6 +96,12 @@ def _column_types(sink: DuckDBSink, table: str) -> list[Any]:
     )[1]
 
 
+def _positions(sink: DuckDBSink, table: str) -> list[Any]:
+    rows = duckdb_files.query(sink.path, f'SELECT id, __pos FROM "{table}" ORDER BY id')[1]
+    assert rows and all(pos for _, pos in rows)
+    return rows
+
+
 def _duckdb(spark: Any, path: Path) -> DuckDBSink:
     sink = open_sink(f"duckdb://{path}", spark)
     assert isinstance(sink, DuckDBSink)
@@ -122,6 +128,8 @@ def test_a_clean_topic_is_rebuilt_in_one_job_as_the_cached_way_rebuilds_it(
     assert _table(guessed, result.table) == [comparable(table[k]) for k in sorted(table)]
     assert _table(guessed, result.table) == _table(cached, again.table)
     assert _column_types(guessed, result.table) == _column_types(cached, again.table)
+    # Each row's position as the tasks wrote it (the guess plans no JVM position), as the JVM's
+    assert _positions(guessed, result.table) == _positions(cached, again.table)
     assert guessed.history(result.table)[0].positions == cached.history(again.table)[0].positions
 
 
