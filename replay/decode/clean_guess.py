@@ -24,7 +24,7 @@ from replay.decode.compacted_read import (
     is_over_budget,
     over_budget_line,
 )  # fmt: skip
-from replay.decode.compaction import Survey, rebuild_table
+from replay.decode.compaction import Survey, is_live
 from replay.decode.key_tally import RangeId
 from replay.decode.schema import TopicSchema
 from replay.decode.task_survey import Findings, range_key, survey_taken
@@ -54,7 +54,9 @@ class CleanGuess:
             spark, stream_url, plan, schema, self.most, jvm_positions=False
         )
         columns = [c.name for c in schema.columns]
-        self.rows = rebuild_table(decoded, schema, CLEAN).rows().select(*columns, POS)
+        # ``rebuild_table(decoded, schema, CLEAN).rows()`` where the guess holds: no candidate
+        # and no bad record among them, each key in one row; planned in one step.
+        self.rows = decoded.where(is_live()).select(*columns, POS)
         self._spans = {range_key(r): r.span for r in plan.ranges}
         self.found: Survey | None = None
         """The tasks' survey, once ``holds`` was asked."""
@@ -76,7 +78,7 @@ class CleanGuess:
     def holds(self) -> bool:
         """Whether the finished job's survey is ``CLEAN`` (its ``live`` aside) within the bound."""
         found = self.found = survey_taken(self._findings, self.ranges)
-        if found.candidates or found.rejected or found.lacking or found.repeated:
+        if found._replace(live=None, live_bytes=None, keys=None) != CLEAN:
             return False
         return found.live_bytes is None or found.live_bytes <= self.most
 

@@ -137,14 +137,14 @@ class Rebuild:
         """The table's rows (its columns, ``__pos``, ``__unavailable``): the newest live image
         of every key. Runs ``newest_per_key``'s Spark job at each call, unless the survey found
         no repeated key."""
-        live = self._winners().where(_live())
+        live = self._winners().where(is_live())
         return live.select(*(c.name for c in self.schema.columns), POS, UNAVAILABLE)
 
     def newest(self) -> DataFrame:
         """The newest change of every key (its columns, ``__op``, ``__pos``, ``__unavailable``):
         ``rows()`` as upserts, and a delete (``d``) for each key whose newest change deletes it
         or a tombstone follows. Runs ``newest_per_key`` as ``rows()`` does."""
-        op = F.when(_live(), F.lit(OP_UPSERT)).otherwise(F.lit(OP_DELETE)).alias(OP)
+        op = F.when(is_live(), F.lit(OP_UPSERT)).otherwise(F.lit(OP_DELETE)).alias(OP)
         return self._winners().select(*(c.name for c in self.schema.columns), op, POS, UNAVAILABLE)
 
     def _winners(self) -> DataFrame:
@@ -156,7 +156,7 @@ class Rebuild:
         """Whether a live image the compaction kept lacks a column Debezium could not read
         (unchanged TOAST): its value is in an older record, which compaction dropped (a Spark
         job; an image of a key kept in several partitions counts even if not the newest)."""
-        return bool(self.changes.where(_live() & (F.size(UNAVAILABLE) > 0)).limit(1).count())
+        return bool(self.changes.where(is_live() & (F.size(UNAVAILABLE) > 0)).limit(1).count())
 
 
 def write_bounds(
@@ -167,7 +167,7 @@ def write_bounds(
     return {"rows_at_most": rows, "bytes_at_most": live_bytes}
 
 
-def _live() -> Column:
+def is_live() -> Column:
     """A decoded survivor that is an upsert with no tombstone after it."""
     return (F.col(OP) == OP_UPSERT) & ~F.col(TOMBSTONED)
 
@@ -214,10 +214,10 @@ def survey(decoded: DataFrame, schema: TopicSchema | None = None) -> Survey:
     """``Survey`` of ``decoded_latest`` output (one Spark query); ``live_bytes`` and
     ``repeated`` with ``schema`` (its columns, primary key). ``task_survey`` reads the same
     from the tasks that decode a rebuild's survivors."""
-    lacking = ~F.col(CANDIDATE) & _live() & (F.size(UNAVAILABLE) > 0)
+    lacking = ~F.col(CANDIDATE) & is_live() & (F.size(UNAVAILABLE) > 0)
     found = [F.bool_or(CANDIDATE), F.bool_or(F.col(ERROR).isNotNull()), F.bool_or(lacking)]
     keyed_good = ~F.col(CANDIDATE) & F.col(ERROR).isNull()
-    live = keyed_good & _live()
+    live = keyed_good & is_live()
     found.append(F.count(F.when(live, True)))
     size = arrow_bytes(decoded.schema, [*(c.name for c in schema.columns), POS]) if schema else None
     found.append(F.sum(F.when(live, size)) if size is not None else F.lit(None))
