@@ -27,7 +27,15 @@ from replay.decode.compacted_read import (
 from replay.decode.compaction import Survey, is_live
 from replay.decode.key_tally import RangeId
 from replay.decode.schema import TopicSchema
-from replay.decode.task_survey import Findings, range_key, survey_taken
+from replay.decode.task_survey import (
+    CANDIDATES,
+    LACKING,
+    LIVE_BYTES,
+    REJECTED,
+    Findings,
+    range_key,
+    survey_taken,
+)  # fmt: skip
 from replay.reading.plan import ReplayPlan
 from replay.sinks.protocol import POS, GuessFailedError, LedgerEntry, Sink, TableSpec
 from replay.spark import SparkSession
@@ -67,13 +75,13 @@ class CleanGuess:
         told: dict[RangeId, Findings] = dict(self._findings.value)
         spans = sum(self._spans.get(key, 0) for key in told)
         scaled = staged_bytes if spans == 0 else staged_bytes * sum(self._spans.values()) // spans
-        return max(scaled, sum(found[6] or 0 for found in told.values()))
+        return max(scaled, sum(found[LIVE_BYTES] or 0 for found in told.values()))
 
     def failed(self) -> bool:
         """Whether a range told so far holds what ``CLEAN`` rules out (a key in two ranges
         shows only once all have told: ``holds``)."""
         told: list[Findings] = list(self._findings.value.values())  # (a copy: they come on)
-        return any(found[2] or found[3] or found[4] for found in told)
+        return any(found[CANDIDATES] or found[REJECTED] or found[LACKING] for found in told)
 
     def holds(self) -> bool:
         """Whether the finished job's survey is ``CLEAN`` (its ``live`` aside) within the bound."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from replay.decode.changes import DECODED_META, KEY, OFFSET, PARTITION, SOURCE, UNAVAILABLE
 from replay.decode.compaction import ANYTHING, VARIABLE, Survey, arrow_widths
@@ -37,6 +37,12 @@ Findings = tuple[bytes, bool, bool, bool, bool, int, int | None]
 """One range's: its keyed changes' key digests and whether each is exact (``key_tally``);
 whether a record may be a truncate, may be rejected, may lack a TOAST value; its keyed live
 images, and about their Arrow bytes (None: a nested column)."""
+CANDIDATES: Final = 2
+"""Where a ``Findings`` holds each (after the digests and their exactness)."""
+REJECTED: Final = 3
+LACKING: Final = 4
+LIVE: Final = 5
+LIVE_BYTES: Final = 6
 _AT = {name: index for index, name in enumerate(SOURCE_NAMES)}
 _CONNECTOR, _SEQUENCE, _LSN, _FILE = _AT["connector"], _AT["sequence"], _AT["lsn"], _AT["file"]
 _BINLOG_POS, _ROW, _SERIAL = _AT["pos"], _AT["row"], _AT["event_serial_no"]
@@ -215,10 +221,10 @@ def survey_taken(findings: PerRange, ranges: Iterable[PartitionRange]) -> Survey
         return ANYTHING
     each: list[Findings] = list(told.values())
     tally = KeyTally.of([(found[0], found[1]) for found in each])
-    sizes = [found[6] for found in each]
+    sizes = [found[LIVE_BYTES] for found in each]
     live_bytes = sum(s for s in sizes if s is not None) if None not in sizes else None
     return Survey(
-        any(found[2] for found in each), any(found[3] for found in each),
-        any(found[4] for found in each), sum(found[5] for found in each), live_bytes,
+        any(found[CANDIDATES] for found in each), any(found[REJECTED] for found in each),
+        any(found[LACKING] for found in each), sum(found[LIVE] for found in each), live_bytes,
         tally.repeated, tally.keys,
     )  # fmt: skip
