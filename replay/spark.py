@@ -4,8 +4,8 @@ Local mode by default (``local[*]``), any master by argument or ``$REPLICATOR_SP
 Kafka source and Delta jars come from :mod:`cdc.runtime.jars` (resolved from Maven Central ahead of
 time), so starting Spark downloads nothing. Other modules take Spark's API from here:
 ``from replay.spark import F, T, DataFrame, SparkSession``; ``collect_arrow`` brings a frame to
-the driver as Arrow, streamed (``replay.driver_frames`` goes the other way). Run as ``python -m
-replay.spark`` it is Spark's Python worker daemon (``serve_python_workers``).
+the driver as Arrow, streamed (``replay.driver_frames`` goes the other way). Spark's Python
+worker daemon (``replay.worker_daemon``) serves through ``serve_python_workers``.
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def spark_session(
         .config("spark.sql.redaction.options.regex", _SECRET_OPTIONS)
     )
     if chosen.startswith("local"):  # a cluster's workers may not have this package installed
-        builder = builder.config("spark.python.daemon.module", "replay.spark")
+        builder = builder.config("spark.python.daemon.module", "replay.worker_daemon")
     if first:  # the archive was made with them first
         builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(map(str, first)))
     for key, value in (conf or {}).items():
@@ -271,7 +271,7 @@ _SPARK_ARCHIVES = re.compile(
 
 
 def serve_python_workers() -> None:
-    """PySpark's Python worker daemon (``python -m replay.spark``, local mode), with Spark's own
+    """PySpark's Python worker daemon (``replay.worker_daemon``, local mode), with Spark's own
     archives read once per worker instead of once per task.
 
     Spark puts ``pyspark.zip``, py4j's zip and the spark-core jar on its workers' path, and
@@ -295,6 +295,3 @@ def serve_python_workers() -> None:
     zipimport.zipimporter.invalidate_caches = invalidate_others  # type: ignore[method-assign,assignment]
     manager()  # type: ignore[no-untyped-call]
 
-
-if __name__ == "__main__":
-    serve_python_workers()

@@ -15,7 +15,7 @@ REPLAY_LAYERS = (
     {"class_archive", "driver_jit"},
     {"jvm_options"},
     {"spark", "progress"},
-    {"expression_cache", "driver_frames"},
+    {"expression_cache", "driver_frames", "worker_daemon"},
     {"reading", "sinks", "verify"},
     {"decode"},
     {"tables"},
