@@ -294,4 +294,3 @@ def serve_python_workers() -> None:
 
     zipimport.zipimporter.invalidate_caches = invalidate_others  # type: ignore[method-assign,assignment]
     manager()  # type: ignore[no-untyped-call]
-
