@@ -43,7 +43,7 @@ def _worker_modules(_rows: Any) -> list[tuple[str, str | None]]:
 def test_workers_run_the_daemon_with_the_installed_pyspark(spark: Any) -> None:
     """The daemon is ``replay.worker_daemon``; its workers' pyspark and py4j are the driver's
     installed (compiled) packages, not modules of Spark's zips."""
-    import py4j  # type: ignore[import-untyped]
+    import py4j
 
     found = spark.sparkContext.parallelize([0], 1).mapPartitions(_worker_modules).collect()
     assert found == [(pyspark.__file__, py4j.__file__), ("replay.worker_daemon", None)]
