@@ -33,6 +33,7 @@ from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.captured import unwrap_spark_exception
 from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql.conversion import LocalDataToArrowConversion
 from pyspark.sql.pandas.serializers import ArrowCollectSerializer
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.util import _create_local_socket
@@ -42,9 +43,10 @@ from cdc.runtime import jars
 from replay import class_archive, driver_jit, jvm_options
 
 __all__ = [
-    "Accumulator", "AccumulatorParam", "Column", "DataFrame", "F", "Py4JJavaError",
-    "PySparkException", "SparkContext", "SparkSession", "T", "Window", "collect_arrow",
-    "driver_heap_bytes", "named_column", "quoted_name", "session_confs", "spark_session",
+    "Accumulator", "AccumulatorParam", "Column", "DataFrame", "F", "LocalDataToArrowConversion",
+    "Py4JJavaError", "PySparkException", "SparkContext", "SparkSession", "T", "Window",
+    "collect_arrow", "driver_heap_bytes", "named_column", "quoted_name", "session_confs",
+    "spark_session", "to_arrow_schema",
 ]  # fmt: skip
 
 _SECRET_OPTIONS = r"(?i)url|password|jaas|ssl\.keystore\.key|ssl\.truststore\.certificates"
@@ -160,9 +162,8 @@ _warmed: set[str] = set()
 
 def start_python_workers(spark: SparkSession, modules: Sequence[str] = WORKER_MODULES) -> None:
     """Start the session's Python workers (one per core, importing ``modules``) in a job of a
-    background thread, once per Spark application: the first job that runs Python then finds
-    them up instead of paying their start (~1.5 s on two cores, of a first 1 M rebuild's ~16 s)
-    after the driver has planned it; their start overlaps the driver's planning instead."""
+    background thread, once per Spark application: their start (~1 s on two cores) overlaps the
+    driver's planning of the first job that runs Python instead of following it."""
     context = spark.sparkContext
     if context.applicationId in _warmed:
         return
@@ -279,8 +280,7 @@ def serve_python_workers() -> None:
     these archives (one per package imported from them) reads its whole directory again on
     Python 3.10-3.12 (3.13 re-reads lazily): ~40 ms of every Python task, more than the rest of
     a small task's overhead. These archives do not change while the application runs; other
-    archives (``addPyFile``) are invalidated as before. It lives here, not in a module of its
-    own, because this is the one module that imports pyspark.
+    archives (``addPyFile``) are invalidated as before (here: it imports pyspark).
     """
     import zipimport
 

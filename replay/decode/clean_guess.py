@@ -10,7 +10,8 @@ primary key in two rows). The sink's one job then decodes and stages the rows, a
 its tasks tell confirms the guess (``holds``) before anything is written; the sink stops the job
 as soon as the finished tasks tell it wrong (``failed``) or the rows will not fit in memory
 (``projected``). Then nothing is written and the rebuild goes the cached way
-(``replaced_on_guess``): a topic with a bad record or a truncate is decoded about twice.
+(``replaced_on_guess``): a topic with a bad record or a truncate is decoded about twice. In local
+mode the tasks hand the rows over in files (``handed_rows``), without a frame.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from replay.decode.compacted_read import (
     over_budget_line,
 )  # fmt: skip
 from replay.decode.compaction import Survey, is_live
-from replay.decode.key_tally import RangeId
+from replay.decode.handed_rows import (
+    NOT_HANDED_OVER,
+    TaskFileRows,
+    in_local_files,
+    is_not_handed_over,
+)  # fmt: skip
+from replay.decode.key_tally import RangeId, per_range_accumulator
 from replay.decode.schema import TopicSchema
 from replay.decode.task_survey import (
     CANDIDATES,
@@ -37,8 +44,8 @@ from replay.decode.task_survey import (
     survey_taken,
 )  # fmt: skip
 from replay.reading.plan import ReplayPlan
-from replay.sinks.protocol import POS, GuessFailedError, LedgerEntry, Sink, TableSpec
-from replay.spark import SparkSession
+from replay.sinks.protocol import POS, GuessFailedError, HandedRows, LedgerEntry, Sink, TableSpec
+from replay.spark import DataFrame, SparkSession
 
 CLEAN = Survey(candidates=False, rejected=False, lacking=False, repeated=False)
 """The survey of a topic whose rebuilt table is its survivors' live images, as they are."""
@@ -50,21 +57,28 @@ _log = logging.getLogger(__name__)
 class CleanGuess:
     """A rebuild's table (``rows``) planned on ``CLEAN``; a ``sinks.protocol.Guess`` told by
     the tasks of the rows' own job (``task_survey``), each of which stops shipping rows once
-    its live rows pass ``live_bytes_at_most`` (the guess then fails)."""
+    its live rows pass ``live_bytes_at_most`` (the guess then fails). The rows are handed over
+    in files where the tasks share the driver's disk (``handed``: by default, in local mode),
+    else a DataFrame."""
 
     def __init__(
         self, spark: SparkSession, stream_url: str, plan: ReplayPlan, schema: TopicSchema,
-        live_bytes_at_most: int,
+        live_bytes_at_most: int, *, handed: bool | None = None,
     ) -> None:  # fmt: skip
         self.most, self.ranges = live_bytes_at_most, plan.ranges
-        # A row unsure of its position fails the guess (``rejected``): no JVM positions.
-        decoded, self._findings = decoded_survivors(
-            spark, stream_url, plan, schema, self.most, jvm_positions=False
-        )
-        columns = [c.name for c in schema.columns]
-        # ``rebuild_table(decoded, schema, CLEAN).rows()`` where the guess holds: no candidate
-        # and no bad record among them, each key in one row; planned in one step.
-        self.rows = decoded.where(is_live()).select(*columns, POS)
+        self.rows: DataFrame | HandedRows
+        if in_local_files(spark) if handed is None else handed:
+            self._findings = per_range_accumulator(spark)
+            self.rows = TaskFileRows(spark, stream_url, plan, schema, self._findings, self.most)
+        else:
+            # A row unsure of its position fails the guess (``rejected``): no JVM positions.
+            decoded, self._findings = decoded_survivors(
+                spark, stream_url, plan, schema, self.most, jvm_positions=False
+            )
+            columns = [c.name for c in schema.columns]
+            # ``rebuild_table(decoded, schema, CLEAN).rows()`` where the guess holds: no
+            # candidate and no bad record among them, each key in one row; in one step.
+            self.rows = decoded.where(is_live()).select(*columns, POS)
         self._spans = {range_key(r): r.span for r in plan.ranges}
         self.found: Survey | None = None
         """The tasks' survey, once ``holds`` was asked."""
@@ -124,9 +138,17 @@ def replaced_on_guess(
         if is_over_budget(error):
             _log.warning("%s; compacting by two Spark passes instead", over_budget_line(error))
             return Guessed(False, over_budget=True)
-        if RESULTS_BOUND not in str(error):
+        if is_not_handed_over(error):
+            _log.info("%s; rebuilding %s the cached way", _handed_line(error), spec.name)
+        elif RESULTS_BOUND in str(error):
+            _log.info("the rows passed %s; rebuilding %s the cached way", RESULTS_BOUND, spec.name)
+        else:
             raise
-        _log.info("the rows passed %s; rebuilding %s the cached way", RESULTS_BOUND, spec.name)
     finally:
         guess.drop()
     return Guessed(False)
+
+
+def _handed_line(error: BaseException) -> str:
+    """The line of a job's error that says which rows Arrow could not hold."""
+    return next(line.strip() for line in str(error).splitlines() if NOT_HANDED_OVER in line)

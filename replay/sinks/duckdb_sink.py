@@ -6,8 +6,9 @@ rebuild of a table of as many live keys), or a replacing frame whose values it e
 ``ARROW_BYTES`` (a rebuild's), as one Arrow table collected from Spark, any other as Parquet
 files Spark writes in bulk next to the database (DuckDB reads them with ``read_parquet``). A
 replace on a ``Guess`` (a first rebuild in one job: ``decode.clean_guess``) is staged as Arrow
-as its tasks finish, and written only if the guess holds and the table stays within
-``guess_bytes`` (``ARROW_BYTES``); else nothing is written (``GuessFailedError``).
+as its tasks finish (or as its ``HandedRows`` hand them over), and written only if the guess
+holds and the table stays within ``guess_bytes`` (``ARROW_BYTES``); else nothing is written
+(``GuessFailedError``).
 Every write is one DuckDB transaction holding the data, the tombstones and the ledger rows
 (:mod:`replay.sinks.duckdb_store`), so exactly-once follows: a batch whose positions the ledger
 covers is skipped, and a crash rolls back to the last checkpoint. DuckDB keeps only the current
@@ -19,18 +20,18 @@ processes can read the tables between two batches, and reading a missing databas
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import duckdb_files
+from replay.sinks.duckdb_guess import Staged, guessed, registered
 from replay.sinks.duckdb_store import DuckDBStore, quote
 from replay.sinks.duckdb_types import column_definitions, restored_column, staged_columns
 from replay.sinks.ledger import VersionUnavailableError, plan_positions
@@ -39,12 +40,12 @@ from replay.sinks.protocol import (
     META_COLUMNS,
     POS,
     Guess,
-    GuessFailedError,
+    HandedRows,
     LedgerEntry,
     Positions,
     TableSpec,
 )
-from replay.spark import DataFrame, F, SparkSession, T, collect_arrow
+from replay.spark import DataFrame, F, SparkSession, T
 
 ARROW_ROWS = 100_000
 """Frames bounded to at most this many rows are handed to DuckDB as Arrow (one collect into the
@@ -56,9 +57,6 @@ handed over as Arrow too, however many rows: 1 M rows of the benchmark's table (
 PRECHECK_REUSE_S = 5.0
 """A ledger entry this process read or wrote this recently serves a batch's pre-check (the
 write's transaction checks the ledger again, so a stale one costs a wasted staging, no more)."""
-Staged = Callable[[Any], str]
-"""Given the write's DuckDB connection, the relation (FROM-clause text) of a staged frame."""
-_arrow_names = itertools.count()
 
 
 class DuckDBSink:
@@ -133,23 +131,26 @@ class DuckDBSink:
             return store.tables() if store else []
 
     def replace(
-        self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
+        self, spec: TableSpec, rows: DataFrame | HandedRows, positions: Positions, *,
         rows_at_most: int | None = None, bytes_at_most: int | None = None,
         guess: Guess | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
         """Recreate the table from ``rows`` in one transaction; None if the ledger covers it.
-        With ``guess``, the rows are staged as Arrow and written only if it holds."""
+        With ``guess``, the rows (a DataFrame, or ``HandedRows`` with ``__pos``) are staged as
+        Arrow and written only if it holds."""
         data = row_columns(spec, rows.columns)
         if self._covered(spec.name, "replace", positions):
             return None
-        if POS not in rows.columns:
+        if isinstance(rows, DataFrame) and POS not in rows.columns:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
         fields = [rows.schema[c] for c in [*data, POS]]
         schema = T.StructType(fields[:-1])
-        if guess is None:
+        if guess is not None:
+            staging = guessed(rows, fields, guess, self.guess_bytes or 0, self.url)
+        elif isinstance(rows, DataFrame):
             staging = self._staged(rows, fields, fits_arrow(rows_at_most, bytes_at_most))
         else:
-            staging = self._guessed(rows, fields, guess)
+            raise TypeError(f"{self.url}: rows handed over as Arrow come with a guess")
         with staging as staged, self.session(write=True) as store:
             assert store is not None
             source = f"SELECT {self._restore(fields)} FROM {staged(store.conn)}"
@@ -240,31 +241,12 @@ class DuckDBSink:
         as Parquet files (see the module doc)."""
         columns = df.select(*staged_columns(fields))
         if arrow:
-            yield _registered(columns.toArrow())
+            yield registered(columns.toArrow())
             return
         with self._scratch() as scratch:
             target = scratch / "batch"
             columns.write.parquet(str(target))
             yield lambda conn: f"read_parquet({_literal(target / '*.parquet')})"
-
-    @contextmanager
-    def _guessed(
-        self, df: DataFrame, fields: Sequence[T.StructField], guess: Guess
-    ) -> Iterator[Staged]:
-        """Run ``df``'s job and stage ``fields`` of it as one Arrow table, if ``guess`` holds
-        and the table stays within ``guess_bytes`` (both checked as its batches come, the job
-        stopped as soon as either fails); else ``GuessFailedError``."""
-        most = self.guess_bytes or 0
-
-        def hopeful(staged: int) -> bool:
-            return max(staged, guess.projected(staged)) <= most and not guess.failed()
-
-        table = collect_arrow(df.select(*staged_columns(fields)), hopeful)
-        if table is None and not guess.failed():
-            raise GuessFailedError(f"{self.url}: the rows would take over {most} bytes")
-        if table is None or not guess.holds():
-            raise GuessFailedError(f"{self.url}: the rows' job found what the guess ruled out")
-        yield _registered(table)
 
     @contextmanager
     def _scratch(self) -> Iterator[Path]:
@@ -274,17 +256,6 @@ class DuckDBSink:
             yield scratch
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _registered(table: Any) -> Staged:
-    """An Arrow table staged: registered with the write's connection under a name of its own."""
-    name = f"__replicator_arrow_{next(_arrow_names)}"
-
-    def registered(conn: Any) -> str:
-        conn.register(name, table)
-        return quote(name)
-
-    return registered
 
 
 def fits_arrow(rows_at_most: int | None, bytes_at_most: int | None = None) -> bool:

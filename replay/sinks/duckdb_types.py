@@ -1,15 +1,17 @@
-"""Spark to DuckDB types, and the Parquet hand-over of a DataFrame's columns between the two.
+"""Spark to DuckDB types, and the hand-over of a DataFrame's columns between the two.
 
 Data moves Spark -> DuckDB as Parquet files (Spark writes them, DuckDB reads them in the write's
 transaction). Top-level timestamps and dates travel as plain integers (microseconds, days since
 the epoch) so that neither the session's Parquet timestamp flavour (INT96) nor its calendar
 rebase settings nor a time zone can shift them; DuckDB turns them back into TIMESTAMPTZ / DATE.
-TIMESTAMP_NTZ travels as Parquet's own zone-less microsecond timestamp.
+TIMESTAMP_NTZ travels as Parquet's own zone-less microsecond timestamp. Rows handed over as
+Arrow (``staged_columns`` collected, or ``staged_arrow``) travel the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from replay.expression_cache import ExpressionCache
 from replay.sinks.duckdb_store import quote
@@ -68,6 +70,22 @@ def staged_column(field: T.StructField) -> Column:
     elif isinstance(field.dataType, T.DateType):
         col = F.unix_date(col)
     return col.alias(field.name)
+
+
+def staged_arrow(table: Any, fields: Sequence[T.StructField]) -> Any:
+    """``fields`` of an Arrow table of ``toArrow``'s types, as ``staged_columns`` would have
+    handed them over."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    columns = []
+    for field in fields:
+        column = table.column(field.name)
+        if isinstance(field.dataType, T.TimestampType):
+            column = column.cast(pa.int64())  # microseconds since the epoch, as ``unix_micros``
+        elif isinstance(field.dataType, T.DateType):
+            column = column.cast(pa.int32())  # days since the epoch, as ``unix_date``
+        columns.append(column)
+    return pa.Table.from_arrays(columns, names=[field.name for field in fields])
 
 
 def restored_column(field: T.StructField) -> str:

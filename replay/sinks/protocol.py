@@ -26,12 +26,13 @@ records silently.
 
 The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
 A sink that runs the rows' job before it writes anything (``guess_bytes``: DuckDB) takes a
-``Guess`` with them: rows planned on a guess the job itself confirms (``Guess.holds``).
+``Guess`` with them: rows planned on a guess the job itself confirms (``Guess.holds``), and rows
+that are no DataFrame but ``HandedRows``, whose tasks hand them to the driver as Arrow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
@@ -81,6 +82,26 @@ class Guess(Protocol):
 
     def holds(self) -> bool:
         """After the job: whether the rows are the table's (else nothing may be written)."""
+        ...
+
+
+class HandedRows(Protocol):
+    """Rows of a job whose tasks hand them to the driver as Arrow, not through a DataFrame:
+    ``replace``'s ``rows`` beside a ``Guess``, where the sink stages in memory."""
+
+    @property
+    def columns(self) -> list[str]:
+        """Their columns' names, as a DataFrame's."""
+        ...
+
+    @property
+    def schema(self) -> Any:
+        """Their Spark schema, as a DataFrame's."""
+        ...
+
+    def collect(self, keep_going: Callable[[int], bool]) -> Any | None:
+        """Run their job: the rows as one Arrow table of ``toArrow``'s types; None, the job
+        stopped, as soon as ``keep_going`` (given the bytes staged so far) returns False."""
         ...
 
 

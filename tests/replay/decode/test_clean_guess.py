@@ -16,8 +16,10 @@ import pytest
 
 from cdc.streams.protocol import EventStream
 from cdc.streams.registry import open_stream
+from replay.decode import clean_guess
 from replay.decode.clean_guess import CleanGuess, Guessed, replaced_on_guess
 from replay.decode.compaction import ANYTHING
+from replay.decode.handed_rows import NOT_HANDED_OVER
 from replay.decode.task_survey import range_key
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import plan_replay
@@ -25,6 +27,7 @@ from replay.sinks import duckdb_files
 from replay.sinks.duckdb_sink import DuckDBSink
 from replay.sinks.protocol import TableSpec
 from replay.sinks.registry import open_sink
+from replay.spark import DataFrame
 from replay.tables import engine
 from replay.tables.engine import ReplayEngine, ReplayJob, TopicResult
 from replay.tables.topic_schema import newest_schema
@@ -108,9 +111,12 @@ def _duckdb(spark: Any, path: Path) -> DuckDBSink:
     return sink
 
 
+@pytest.mark.parametrize("handed", [True, False], ids=["files", "frame"])
 def test_a_clean_topic_is_rebuilt_in_one_job_as_the_cached_way_rebuilds_it(
-    spark: Any, written: Written, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, written: Written, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handed: bool
 ) -> None:
+    """The tasks' rows handed over in files (local mode) or as a frame (a cluster's way)."""
+    monkeypatch.setattr(clean_guess, "in_local_files", lambda _: handed)
     log, table = _clean()
     stream = written(log)
     guessed, cached = _duckdb(spark, tmp_path / "g.duckdb"), _duckdb(spark, tmp_path / "c.duckdb")
@@ -224,15 +230,22 @@ class FailingSink:
             Guessed(False, over_budget=True),
             "compaction task over its memory budget: t partition 0 holds 1100 MiB; compacting",
         ),
+        (
+            "An error occurred while calling o1.collect.\n: org.apache.spark.SparkException:"
+            f" {NOT_HANDED_OVER}: t partition 2 from offset 7: InvalidOperation: [...]\n\tat x",
+            Guessed(False),
+            f"{NOT_HANDED_OVER}: t partition 2 from offset 7: InvalidOperation: [...];"
+            " rebuilding accounts the cached way",
+        ),
     ],
 )  # fmt: skip
 def test_a_job_past_the_driver_or_task_bound_falls_back(
     spark: Any, written: Written, error: str, guessed: Guessed, logged: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
-    """The rows past the driver's bound on results, or a compaction task past its budget: not
-    done (the cached way then takes over; over budget, straight to the two Spark passes); any
-    other error is the rebuild's."""
+    """The rows past the driver's bound on results, a compaction task past its budget, or rows
+    Arrow cannot hold: not done (the cached way then takes over; over budget, straight to the
+    two Spark passes); any other error is the rebuild's."""
     log, _ = _clean()
     stream = written(log)
     schema = newest_schema(stream, log.topic, None)
@@ -247,17 +260,27 @@ def test_a_job_past_the_driver_or_task_bound_falls_back(
         replaced_on_guess(spark, other, stream.url, spec, schema, plan)
 
 
+def _count(rows: Any) -> int:
+    """The rows of a ``CleanGuess`` (a frame, or handed over: ``HandedRows``)."""
+    return (
+        int(rows.count()) if isinstance(rows, DataFrame) else rows.collect(lambda _: True).num_rows
+    )
+
+
 @pytest.mark.parametrize("written", ["local"], indirect=True)
-def test_a_range_that_told_nothing_fails_the_guess(spark: Any, written: Written) -> None:
+@pytest.mark.parametrize("handed", [True, False], ids=["files", "frame"])
+def test_a_range_that_told_nothing_fails_the_guess(
+    spark: Any, written: Written, handed: bool
+) -> None:
     """Spark logs an accumulator update it fails to merge and goes on: a range whose findings
     are missing could hold anything, so the guess does not hold (``survey_taken``: ANYTHING)."""
     log, _ = _clean()
     stream = written(log)
     schema = newest_schema(stream, log.topic, None)
     plan = plan_replay(stream, [log.topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
-    whole = CleanGuess(spark, stream.url, plan, schema, 1 << 20)
-    assert whole.rows.count() == len(_clean()[1]) and not whole.failed() and whole.holds()
-    cut = CleanGuess(spark, stream.url, plan, schema, 1 << 20)
-    assert cut.rows.count() == len(_clean()[1])
+    whole = CleanGuess(spark, stream.url, plan, schema, 1 << 20, handed=handed)
+    assert _count(whole.rows) == len(_clean()[1]) and not whole.failed() and whole.holds()
+    cut = CleanGuess(spark, stream.url, plan, schema, 1 << 20, handed=handed)
+    assert _count(cut.rows) == len(_clean()[1])
     del cut._findings.value[range_key(plan.ranges[1])]
     assert not cut.failed() and not cut.holds() and cut.found == ANYTHING
