@@ -1,15 +1,18 @@
 """A replace on a guess (``Sink.replace(guess=...)``): DuckDB runs the rows' one job, stages
-them as Arrow as the tasks finish, and writes them only if the guess holds and they fit in
-memory; Delta, whose job commits, takes no guess."""
+them as Arrow as the tasks finish (or as ``HandedRows`` hand them over), and writes them only if
+the guess holds and they fit in memory; Delta, whose job commits, takes no guess."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from replay.sinks import duckdb_files
 from replay.sinks.duckdb_sink import ARROW_BYTES
 from replay.sinks.protocol import GuessFailedError
 from replay.spark import F
@@ -140,3 +143,76 @@ def test_delta_takes_no_guess(spark: Any, make_sink: SinkFactory, rows: Factory)
     with pytest.raises(ValueError, match="cannot wait on a guess"):
         sink.replace(SPEC, rows(row(1, "a")), {P0: 1}, guess=ToldGuess(True))
     assert sink.positions(SPEC.name) == {}
+
+
+class ArrowRows:
+    """``HandedRows`` in memory: an Arrow table of ``toArrow``'s types, handed over in two
+    halves (``keep_going`` asked after each); ``collected`` counts the calls."""
+
+    def __init__(self, frame: Any) -> None:
+        self.columns, self.schema, self.table = frame.columns, frame.schema, frame.toArrow()
+        self.collected = 0
+
+    def collect(self, keep_going: Callable[[int], bool]) -> Any | None:
+        self.collected += 1
+        half = self.table.num_rows // 2
+        for staged in (self.table.slice(0, half).nbytes, self.table.nbytes):
+            if not keep_going(staged):
+                return None
+        return self.table
+
+
+TYPED = (
+    "id BIGINT, at TIMESTAMP, day DATE, amount DECIMAL(20,4), name STRING, raw BINARY,"
+    " tags ARRAY<STRING>, inner STRUCT<n: INT, s: STRING>, __pos STRING"
+)
+
+
+def _typed(spark: Any) -> Any:
+    """Rows of every kind of column a table may have, nulls among them (``TYPED``)."""
+    moment = datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=UTC)
+    values: list[tuple[Any, ...]] = [
+        (k, moment - timedelta(days=400 * k), date(1969, 12, 31) + timedelta(days=k * 97),
+         Decimal(k) / 8, f"n{k}\u00e9", bytes([k, 0, 255]), [f"t{k}", None], (k, f"s{k}"),
+         f"{k:08d}")
+        for k in range(1, 6)
+    ]  # fmt: skip
+    values.append((9, None, None, None, None, None, None, None, "00000009"))
+    return spark.createDataFrame(values, TYPED)
+
+
+def _stored(sink: Any) -> tuple[list[Any], list[Any]]:
+    """The table's columns (name, DuckDB type) and rows, as DuckDB holds them (timestamps in
+    microseconds)."""
+    types = duckdb_files.query(
+        sink.path, "SELECT column_name, data_type FROM information_schema.columns"
+        f" WHERE table_name = '{SPEC.name}' ORDER BY ordinal_position",
+    )[1]  # fmt: skip
+    rows = f'SELECT * REPLACE (epoch_us("at") AS "at") FROM "{SPEC.name}" ORDER BY id'
+    return types, duckdb_files.query(sink.path, rows)[1]
+
+
+def test_handed_rows_are_written_as_the_frame_would_be(spark: Any, make_sink: SinkFactory) -> None:
+    """Rows handed over as Arrow (``HandedRows``) make the table their frame makes: timestamps,
+    dates, decimals, text, bytes, arrays, structs and nulls alike, ``__pos`` kept."""
+    frame = _typed(spark)
+    by_frame, by_arrow = make_sink("duckdb"), make_sink("duckdb")
+    handed = ArrowRows(frame)
+    assert by_frame.replace(SPEC, frame, {P0: 9}, guess=ToldGuess(True)) is not None
+    entry = by_arrow.replace(SPEC, handed, {P0: 9}, guess=ToldGuess(True))
+    assert entry is not None and entry.positions == {P0: 9} and handed.collected == 1
+    assert _stored(by_arrow) == _stored(by_frame)
+    assert len(_stored(by_arrow)[1]) == 6 and snapshot(by_arrow) == snapshot(by_frame)
+
+
+def test_handed_rows_stopped_or_failed_write_nothing(spark: Any, make_sink: SinkFactory) -> None:
+    sink, frame = make_sink("duckdb"), _typed(spark)
+    sink.guess_bytes = 1  # the first half is past it: stopped there
+    with pytest.raises(GuessFailedError, match="would take over 1 bytes"):
+        sink.replace(SPEC, ArrowRows(frame), {P0: 9}, guess=ToldGuess(True))
+    sink.guess_bytes = ARROW_BYTES
+    with pytest.raises(GuessFailedError, match="found what the guess ruled out"):
+        sink.replace(SPEC, ArrowRows(frame), {P0: 9}, guess=ToldGuess(False))
+    with pytest.raises(TypeError, match="come with a guess"):
+        sink.replace(SPEC, ArrowRows(frame), {P0: 9})
+    assert sink.positions(SPEC.name) == {} and sink.tables() == []
