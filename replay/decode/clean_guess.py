@@ -3,13 +3,13 @@
 ``compacted_read.persisted_decode`` decodes a rebuild's survivors into Spark's cache in one job
 whose tasks tell the ``Survey`` that plans the rest (``task_survey``); the write's own job then
 reads the cache. Building that cache is most of what a cold first job costs beyond the decode
-(``bench/README.md``). Where the sink runs a replace's job before it writes anything
-(``Sink.guess_bytes``: DuckDB), ``CleanGuess`` plans the table on the survey of a clean topic
-(``CLEAN``: no truncate candidate, no record that may be bad, no live image lacking a value, no
-primary key in two rows). The sink's one job then decodes and stages the rows, and the survey
-its tasks tell confirms the guess (``holds``) before anything is written; the sink stops the job
-as soon as the finished tasks tell it wrong (``failed``) or the rows will not fit in memory
-(``projected``). Then nothing is written and the rebuild goes the cached way
+(``bench/README.md``). Where the sink can hold a replace's rows in memory before it writes
+(``Sink.guess_bytes``: DuckDB, Delta), ``CleanGuess`` plans the table on the survey of a clean
+topic (``CLEAN``: no truncate candidate, no record that may be bad, no live image lacking a
+value, no primary key in two rows). The sink's one job then decodes and collects the rows,
+and the survey its tasks tell confirms the guess (``holds``) before anything is written; the
+sink stops the job as soon as the finished tasks tell it wrong (``failed``) or the rows will not
+fit in memory (``projected``). Then nothing is written and the rebuild goes the cached way
 (``replaced_on_guess``): a topic with a bad record or a truncate is decoded about twice. In local
 mode the tasks hand the rows over in files (``handed_rows``), without a frame.
 """

@@ -39,6 +39,7 @@ from replay.sinks.delta_rewrite import (
     sink_merge,
 )
 from replay.sinks.delta_tombstones import DeltaTombstones
+from replay.sinks.guessed_rows import GUESS_BYTES, guessed_arrow
 from replay.sinks.ledger import (
     VersionUnavailableError,
     encode_metadata,
@@ -53,6 +54,7 @@ from replay.sinks.protocol import (
     POS,
     TRUNCATED,
     Guess,
+    HandedRows,
     LedgerEntry,
     Positions,
     RejectedRecordsError,
@@ -63,6 +65,7 @@ from replay.spark import (
     DataFrame,
     F,
     SparkSession,
+    T,
     named_column,
     quoted_name,
     session_confs,
@@ -78,7 +81,9 @@ class DeltaSink:
     a table of at most ``rewrite_bytes`` takes its batches as one rewrite, not a MERGE (0: never;
     by default ``$REPLICATOR_DELTA_REWRITE_BYTES`` or 4 MiB: :mod:`replay.sinks.delta_rewrite`)."""
 
-    guess_bytes: int | None = None  # a replace's job writes the table's files
+    guess_bytes: int | None = GUESS_BYTES
+    """A replace on a guess collects its rows into the driver, within this many bytes, before
+    its own job writes them (``guessed_rows``)."""
 
     def __init__(
         self, root: str | Path, spark: SparkSession, *, rewrite_bytes: int | None = None
@@ -108,23 +113,29 @@ class DeltaSink:
         )
 
     def replace(
-        self, spec: TableSpec, rows: DataFrame, positions: Positions, *,
+        self, spec: TableSpec, rows: DataFrame | HandedRows, positions: Positions, *,
         rows_at_most: int | None = None, bytes_at_most: int | None = None,
         guess: Guess | None = None,
     ) -> LedgerEntry | None:  # fmt: skip
         """Overwrite the table with ``rows`` in one bulk write (no MERGE), clearing tombstones
         (a tombstone table that is not there yet is left to the first merge that has some).
-        Spark writes the files whatever the frame's size: the bounds change nothing. No
-        ``guess``: the write's own job commits (``guess_bytes`` is None)."""
-        if guess is not None:
-            raise ValueError(f"{self.url}: a Delta replace cannot wait on a guess")
+        Spark writes the files whatever the frame's size: the bounds change nothing. With
+        ``guess``, the rows (a DataFrame, or ``HandedRows`` with ``__pos``) are collected into
+        the driver and written only if it holds (``guessed_rows``)."""
         data = rules.row_columns(spec, rows.columns)
         planned = self._plan(spec.name, "replace", positions)
         if planned is None:
             return None
         seq, meta, base = planned
-        if POS not in rows.columns:
+        if isinstance(rows, DataFrame) and POS not in rows.columns:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
+        if guess is not None:
+            schema = T.StructType([rows.schema[c] for c in [*data, POS]])
+            most = self.guess_bytes or GUESS_BYTES
+            table = guessed_arrow(rows, schema.fieldNames(), guess, most, self.url)
+            rows = self.spark.createDataFrame(table, schema)
+        elif not isinstance(rows, DataFrame):
+            raise TypeError(f"{self.url}: rows handed over as Arrow come with a guess")
         rows = rows.select(*(named_column(c) for c in [*data, POS]))
         tombstones = self._tombstones(spec)
         if tombstones.exists():  # else none to clear (a first merge makes the table)

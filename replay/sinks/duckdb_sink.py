@@ -20,20 +20,26 @@ processes can read the tables between two batches, and reading a missing databas
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from cdc.streams.protocol import TopicPartition
 from replay.sinks import duckdb_files
-from replay.sinks.duckdb_guess import Staged, guessed, registered
 from replay.sinks.duckdb_store import DuckDBStore, quote
-from replay.sinks.duckdb_types import column_definitions, restored_column, staged_columns
+from replay.sinks.duckdb_types import (
+    column_definitions,
+    restored_column,
+    staged_arrow,
+    staged_columns,
+)
+from replay.sinks.guessed_rows import guessed_arrow
 from replay.sinks.ledger import VersionUnavailableError, plan_positions
 from replay.sinks.merge_rules import change_columns, row_columns
 from replay.sinks.protocol import (
@@ -54,6 +60,9 @@ ARROW_BYTES = 256 * 2**20
 """A table replaced with rows of at most this many bytes (as the caller estimates them) is
 handed over as Arrow too, however many rows: 1 M rows of the benchmark's table (84 MB) load
 ~1 s faster than through Parquet (``bench/README.md``)."""
+Staged = Callable[[Any], str]
+"""Given the write's DuckDB connection, the relation (FROM-clause text) of a staged frame."""
+_arrow_names = itertools.count()
 PRECHECK_REUSE_S = 5.0
 """A ledger entry this process read or wrote this recently serves a batch's pre-check (the
 write's transaction checks the ledger again, so a stale one costs a wasted staging, no more)."""
@@ -146,7 +155,7 @@ class DuckDBSink:
         fields = [rows.schema[c] for c in [*data, POS]]
         schema = T.StructType(fields[:-1])
         if guess is not None:
-            staging = guessed(rows, fields, guess, self.guess_bytes or 0, self.url)
+            staging = self._guessed(rows, fields, guess)
         elif isinstance(rows, DataFrame):
             staging = self._staged(rows, fields, fits_arrow(rows_at_most, bytes_at_most))
         else:
@@ -241,12 +250,21 @@ class DuckDBSink:
         as Parquet files (see the module doc)."""
         columns = df.select(*staged_columns(fields))
         if arrow:
-            yield registered(columns.toArrow())
+            yield _registered(columns.toArrow())
             return
         with self._scratch() as scratch:
             target = scratch / "batch"
             columns.write.parquet(str(target))
             yield lambda conn: f"read_parquet({_literal(target / '*.parquet')})"
+
+    @contextmanager
+    def _guessed(
+        self, rows: DataFrame | HandedRows, fields: Sequence[T.StructField], guess: Guess
+    ) -> Iterator[Staged]:
+        """The rows' ``fields`` staged as one Arrow table if ``guess`` holds and they fit in
+        ``guess_bytes`` (``guessed_rows``); else ``GuessFailedError``."""
+        names, most = [f.name for f in fields], self.guess_bytes or 0
+        yield _registered(staged_arrow(guessed_arrow(rows, names, guess, most, self.url), fields))
 
     @contextmanager
     def _scratch(self) -> Iterator[Path]:
@@ -256,6 +274,17 @@ class DuckDBSink:
             yield scratch
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _registered(table: Any) -> Staged:
+    """An Arrow table staged: registered with the write's connection under a name of its own."""
+    name = f"__replicator_arrow_{next(_arrow_names)}"
+
+    def registered(conn: Any) -> str:
+        conn.register(name, table)
+        return quote(name)
+
+    return registered
 
 
 def fits_arrow(rows_at_most: int | None, bytes_at_most: int | None = None) -> bool:

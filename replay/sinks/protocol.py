@@ -25,9 +25,9 @@ can look for bad records in the write's own Spark job (small batches) and apply 
 records silently.
 
 The rows handed to :meth:`Sink.replace` may carry ``__pos`` too (kept for later merges to compare).
-A sink that runs the rows' job before it writes anything (``guess_bytes``: DuckDB) takes a
-``Guess`` with them: rows planned on a guess the job itself confirms (``Guess.holds``), and rows
-that are no DataFrame but ``HandedRows``, whose tasks hand them to the driver as Arrow.
+A sink that can hold a replace's rows in memory before it writes anything (``guess_bytes``)
+takes a ``Guess`` with them: rows planned on a guess the job itself confirms (``Guess.holds``),
+a DataFrame or ``HandedRows``, whose tasks hand them to the driver as Arrow (``guessed_rows``).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class Sink(Protocol):
     url: str
     guess_bytes: int | None
     """The most bytes of rows (as Arrow) ``replace`` holds in memory on a ``guess``; None: it
-    takes no guess (its rows' job writes as it runs)."""
+    takes no guess."""
 
     def positions(self, table: str) -> dict[TopicPartition, int]:
         """The positions the table reflects (empty if it does not exist)."""
@@ -148,8 +148,9 @@ class Sink(Protocol):
         ``rows_at_most``: a bound on the frame's rows, when the caller knows one (a sink may
         then hand a small frame over in memory rather than through files); ``bytes_at_most``:
         about how much memory its values take (Arrow's layout), when the caller knows.
-        ``guess`` (only where ``guess_bytes``): staged in memory whatever the bounds, the rows
-        are written only if it ``holds``, else ``GuessFailedError``."""
+        ``guess`` (only where ``guess_bytes``): the rows (a DataFrame or ``HandedRows``) are
+        held in memory whatever the bounds and written only if it ``holds``, else
+        ``GuessFailedError``."""
         ...
 
     def merge(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from cdc.connector.changelog import ChangelogConnector, InputOrigin, Transaction
 from cdc.state.changes import CapturedChange, ChangeKind, Row
 from cdc.state.table import StateTable
 from cdc.streams.partitioner import partition_for
+from cdc.streams.protocol import EventStream
+from cdc.streams.registry import open_stream
 from replay.reading.sources import RAW_SCHEMA
 from tests.conftest import DEBEZIUM_FIXTURES
 
@@ -176,3 +179,32 @@ def comparable(row: Any) -> dict[str, Any]:
     if isinstance(out["doc"], str):
         out["doc"] = json.loads(out["doc"])
     return out
+
+
+Written = Callable[["Changelog"], EventStream]
+"""Writes a changelog to a new topic of a real stream (the ``written`` fixture)."""
+
+
+@pytest.fixture(params=["local", "kafka"])
+def written(request: pytest.FixtureRequest, tmp_path: Path, unique_name: Any) -> Iterator[Written]:
+    """Factory: a changelog written record by record to a new topic (``log.topic`` set to it)
+    of a real stream, the local log or the Kafka broker."""
+    if request.param == "kafka":
+        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
+    else:
+        url = f"local://{tmp_path}/log"
+    stream = open_stream(url)
+
+    def write(log: Changelog) -> EventStream:
+        log.topic = unique_name("guessed")
+        stream.ensure_topic(log.topic, log.partitions, compacted=True)
+        writer = stream.writer(unique_name("writer"))
+        writer.begin()
+        for _, partition, _, key, value, _ in log.records:
+            writer.send(log.topic, key, value, partition=partition)
+        writer.commit()
+        writer.close()
+        return stream
+
+    yield write
+    stream.close()

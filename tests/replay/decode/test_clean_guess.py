@@ -1,13 +1,14 @@
-"""A first rebuild into DuckDB in one Spark job, on the guess that the topic is clean
-(``clean_guess``), on both streams: the table the cached way builds, from one job and no cache;
-the cached way wherever the guess fails (a truncate, a key in two partitions, a bad record, rows
-past the memory bound), with nothing written by the failed guess."""
+"""A first rebuild in one Spark job, on the guess that the topic is clean (``clean_guess``), on
+both streams, into DuckDB and Delta: the table the cached way builds, with no cache, the rows
+handed over in files or as a frame; the cached way wherever the guess fails (a truncate, a key in
+two partitions, a bad record, rows past the memory bound), with nothing written by the failed
+guess."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -15,53 +16,17 @@ from typing import Any
 import pytest
 
 from cdc.streams.protocol import EventStream
-from cdc.streams.registry import open_stream
 from replay.decode import clean_guess
-from replay.decode.clean_guess import CleanGuess, Guessed, replaced_on_guess
-from replay.decode.compaction import ANYTHING
-from replay.decode.handed_rows import NOT_HANDED_OVER
-from replay.decode.task_survey import range_key
-from replay.reading.bounds import Bound, BoundKind
-from replay.reading.plan import plan_replay
 from replay.sinks import duckdb_files
 from replay.sinks.duckdb_sink import DuckDBSink
-from replay.sinks.protocol import TableSpec
 from replay.sinks.registry import open_sink
-from replay.spark import DataFrame
 from replay.tables import engine
 from replay.tables.engine import ReplayEngine, ReplayJob, TopicResult
-from replay.tables.topic_schema import newest_schema
-from tests.replay.decode.conftest import Changelog, account, comparable
+from tests.replay.decode.conftest import Changelog, Written, account, comparable
 from tests.replay.decode.test_compaction import _history, _other_partition
 
 pytestmark = pytest.mark.integration
-Written = Callable[[Changelog], EventStream]
 CACHED_WAY = "the cached way"
-
-
-@pytest.fixture(params=["local", "kafka"])
-def written(request: pytest.FixtureRequest, tmp_path: Path, unique_name: Any) -> Iterator[Written]:
-    """Factory: a changelog written record by record to a new topic (``log.topic`` set to it)
-    of a real stream, the local log or the Kafka broker."""
-    if request.param == "kafka":
-        url = f"kafka://{request.getfixturevalue('kafka_bootstrap')}"
-    else:
-        url = f"local://{tmp_path}/log"
-    stream = open_stream(url)
-
-    def write(log: Changelog) -> EventStream:
-        log.topic = unique_name("guessed")
-        stream.ensure_topic(log.topic, log.partitions, compacted=True)
-        writer = stream.writer(unique_name("writer"))
-        writer.begin()
-        for _, partition, _, key, value, _ in log.records:
-            writer.send(log.topic, key, value, partition=partition)
-        writer.commit()
-        writer.close()
-        return stream
-
-    yield write
-    stream.close()
 
 
 def _clean(log: Changelog | None = None) -> tuple[Changelog, dict[int, dict[str, Any]]]:
@@ -81,7 +46,7 @@ def _clean(log: Changelog | None = None) -> tuple[Changelog, dict[int, dict[str,
     return log, table
 
 
-def _rebuilt(spark: Any, stream: EventStream, sink: DuckDBSink, topic: str, **job: Any) -> Any:
+def _rebuilt(spark: Any, stream: EventStream, sink: Any, topic: str, **job: Any) -> Any:
     (result,) = ReplayEngine(spark, stream, sink).run(ReplayJob((topic,), **job))
     assert isinstance(result, TopicResult) and result.mode == "rebuild"
     return result
@@ -136,6 +101,38 @@ def test_a_clean_topic_is_rebuilt_in_one_job_as_the_cached_way_rebuilds_it(
     assert _column_types(guessed, result.table) == _column_types(cached, again.table)
     # Each row's position as the tasks wrote it (the guess plans no JVM position), as the JVM's
     assert _positions(guessed, result.table) == _positions(cached, again.table)
+    assert guessed.history(result.table)[0].positions == cached.history(again.table)[0].positions
+
+
+@pytest.mark.parametrize("handed", [True, False], ids=["files", "frame"])
+def test_delta_rebuilds_a_clean_topic_on_the_guess_as_the_cached_way_does(
+    spark: Any, written: Written, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, handed: bool
+) -> None:
+    """Delta holds the guessed rows in the driver, then writes them: no cache, the table (its
+    schema and each row's ``__pos``) and ledger of the cached way."""
+    monkeypatch.setattr(clean_guess, "in_local_files", lambda _: handed)
+    log, table = _clean()
+    stream = written(log)
+    guessed, cached = (
+        open_sink(f"delta://{tmp_path}/g", spark),
+        open_sink(f"delta://{tmp_path}/c", spark),
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(engine, "persisted_decode", lambda *_: pytest.fail("the cached way ran"))
+        result = _rebuilt(spark, stream, guessed, log.topic)
+    cached.guess_bytes = None
+    again = _rebuilt(spark, stream, cached, log.topic)
+    rows = [
+        sorted(map(comparable, s.read(t).collect()), key=lambda r: r["id"])
+        for s, t in ((guessed, result.table), (cached, again.table))
+    ]
+    assert rows[0] == rows[1] == [comparable(table[k]) for k in sorted(table)]
+    assert guessed.read(result.table).schema == cached.read(again.table).schema
+    files = [
+        spark.read.format("delta").load(f"{tmp_path}/{d}/{result.table}").select("id", "__pos")
+        for d in "gc"
+    ]
+    assert sorted(map(tuple, files[0].collect())) == sorted(map(tuple, files[1].collect()))
     assert guessed.history(result.table)[0].positions == cached.history(again.table)[0].positions
 
 
@@ -201,86 +198,3 @@ def test_rows_past_the_memory_bound_are_rebuilt_the_cached_way(
     assert any("would take over 64 bytes" in r.getMessage() for r in caplog.records)
     assert _table(sink, result.table) == [comparable(table[k]) for k in sorted(table)]
     assert len(sink.history(result.table)) == 1
-
-
-class FailingSink:
-    """A sink that stages rows (``guess_bytes``) and whose replace fails as a Spark job would."""
-
-    guess_bytes, url = 1 << 20, "failing://"
-
-    def __init__(self, error: str) -> None:
-        self.error = error
-
-    def replace(self, *_: Any, **__: Any) -> Any:
-        raise RuntimeError(self.error)
-
-
-@pytest.mark.parametrize("written", ["local"], indirect=True)
-@pytest.mark.parametrize(
-    ("error", "guessed", "logged"),
-    [
-        (
-            "Job aborted: Total size of serialized results of 3 tasks (1030.2 MiB) is bigger"
-            " than spark.driver.maxResultSize (1024.0 MiB)",
-            Guessed(False), "the rows passed spark.driver.maxResultSize; rebuilding accounts",
-        ),
-        (
-            "An error occurred while calling o1.getResult.\n: org.apache.spark.SparkException:"
-            " compaction task over its memory budget: t partition 0 holds 1100 MiB\n\tat x",
-            Guessed(False, over_budget=True),
-            "compaction task over its memory budget: t partition 0 holds 1100 MiB; compacting",
-        ),
-        (
-            "An error occurred while calling o1.collect.\n: org.apache.spark.SparkException:"
-            f" {NOT_HANDED_OVER}: t partition 2 from offset 7: InvalidOperation: [...]\n\tat x",
-            Guessed(False),
-            f"{NOT_HANDED_OVER}: t partition 2 from offset 7: InvalidOperation: [...];"
-            " rebuilding accounts the cached way",
-        ),
-    ],
-)  # fmt: skip
-def test_a_job_past_the_driver_or_task_bound_falls_back(
-    spark: Any, written: Written, error: str, guessed: Guessed, logged: str,
-    caplog: pytest.LogCaptureFixture,
-) -> None:  # fmt: skip
-    """The rows past the driver's bound on results, a compaction task past its budget, or rows
-    Arrow cannot hold: not done (the cached way then takes over; over budget, straight to the
-    two Spark passes); any other error is the rebuild's."""
-    log, _ = _clean()
-    stream = written(log)
-    schema = newest_schema(stream, log.topic, None)
-    plan = plan_replay(stream, [log.topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
-    spec = TableSpec("accounts", schema.primary_key)
-    sink: Any = FailingSink(error)
-    with caplog.at_level(logging.INFO, logger="replay.decode.clean_guess"):
-        assert replaced_on_guess(spark, sink, stream.url, spec, schema, plan) == guessed
-    assert [r.getMessage() for r in caplog.records if logged in r.getMessage()] != []
-    with pytest.raises(RuntimeError, match="a disk failed"):
-        other: Any = FailingSink("a disk failed")
-        replaced_on_guess(spark, other, stream.url, spec, schema, plan)
-
-
-def _count(rows: Any) -> int:
-    """The rows of a ``CleanGuess`` (a frame, or handed over: ``HandedRows``)."""
-    return (
-        int(rows.count()) if isinstance(rows, DataFrame) else rows.collect(lambda _: True).num_rows
-    )
-
-
-@pytest.mark.parametrize("written", ["local"], indirect=True)
-@pytest.mark.parametrize("handed", [True, False], ids=["files", "frame"])
-def test_a_range_that_told_nothing_fails_the_guess(
-    spark: Any, written: Written, handed: bool
-) -> None:
-    """Spark logs an accumulator update it fails to merge and goes on: a range whose findings
-    are missing could hold anything, so the guess does not hold (``survey_taken``: ANYTHING)."""
-    log, _ = _clean()
-    stream = written(log)
-    schema = newest_schema(stream, log.topic, None)
-    plan = plan_replay(stream, [log.topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
-    whole = CleanGuess(spark, stream.url, plan, schema, 1 << 20, handed=handed)
-    assert _count(whole.rows) == len(_clean()[1]) and not whole.failed() and whole.holds()
-    cut = CleanGuess(spark, stream.url, plan, schema, 1 << 20, handed=handed)
-    assert _count(cut.rows) == len(_clean()[1])
-    del cut._findings.value[range_key(plan.ranges[1])]
-    assert not cut.failed() and not cut.holds() and cut.found == ANYTHING

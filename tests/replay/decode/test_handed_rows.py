@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from cdc.streams.registry import open_stream
 from replay.decode.handed_rows import (
     NOT_HANDED_OVER,
     TaskFileRows,
@@ -24,26 +23,18 @@ from replay.decode.schema import TopicSchema
 from replay.reading.bounds import Bound, BoundKind
 from replay.reading.plan import ReplayPlan, plan_replay
 from replay.spark import T
-from tests.replay.decode.conftest import Changelog, account
+from replay.tables.topic_schema import newest_schema
+from tests.replay.decode.conftest import Changelog, Written, account
 
 pytestmark = pytest.mark.integration
 
 
-def _written(tmp_path: Path, count: int) -> tuple[str, ReplayPlan, TopicSchema]:
-    """A local log of ``count`` accounts over two partitions: its URL, plan and schema."""
-    from replay.tables.topic_schema import newest_schema
-
+def _written(written: Written, count: int) -> tuple[str, ReplayPlan, TopicSchema]:
+    """``count`` accounts over two partitions of a new topic: its stream's URL, plan, schema."""
     log = Changelog(partitions=2)
     for i in range(1, count + 1):
         log.upsert(None, account(i, balance=Decimal(i)))
-    stream = open_stream(f"local://{tmp_path}/log")
-    stream.ensure_topic(log.topic, log.partitions, compacted=True)
-    writer = stream.writer("handed")
-    writer.begin()
-    for _, partition, _, key, value, _ in log.records:
-        writer.send(log.topic, key, value, partition=partition)
-    writer.commit()
-    writer.close()
+    stream = written(log)
     plan = plan_replay(stream, [log.topic], Bound(BoundKind.EARLIEST), Bound(BoundKind.LATEST))
     return stream.url, plan, newest_schema(stream, log.topic, None)
 
@@ -52,10 +43,11 @@ def test_the_test_session_hands_rows_over_in_files(spark: Any) -> None:
     assert in_local_files(spark)
 
 
+@pytest.mark.parametrize("written", ["local"], indirect=True)
 def test_a_stopped_job_is_cancelled_and_leaves_no_files(
-    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: Any, written: Written, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, plan, schema = _written(tmp_path, 40)
+    url, plan, schema = _written(written, 40)
     made: list[str] = []
     mkdtemp = tempfile.mkdtemp
 
@@ -84,11 +76,14 @@ def test_a_stopped_job_is_cancelled_and_leaves_no_files(
     assert len(made) == 2 and not Path(made[1]).exists()
 
 
-def test_a_value_arrow_cannot_hold_is_named_where_it_is(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("written", ["local"], indirect=True)
+def test_a_value_arrow_cannot_hold_is_named_where_it_is(
+    spark: Any, written: Written, tmp_path: Path
+) -> None:
     """Rows whose values do not fit the Arrow types (here: ``name`` said to be a number) stop
     the task with ``NOT_HANDED_OVER``, the range's topic, partition and first offset in the
     error."""
-    url, plan, schema = _written(tmp_path, 5)
+    url, plan, schema = _written(written, 5)
     r = next(r for r in plan.ranges if r.span > 0)
     fields = [*schema.row_type().fields, T.StructField("__pos", T.StringType())]
     out = T.StructType(

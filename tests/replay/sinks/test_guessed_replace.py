@@ -1,6 +1,7 @@
-"""A replace on a guess (``Sink.replace(guess=...)``): DuckDB runs the rows' one job, stages
-them as Arrow as the tasks finish (or as ``HandedRows`` hand them over), and writes them only if
-the guess holds and they fit in memory; Delta, whose job commits, takes no guess."""
+"""A replace on a guess (``Sink.replace(guess=...)``), on every sink: the rows' one job is
+collected into the driver as Arrow as the tasks finish (or as ``HandedRows`` hand them over),
+and written only if the guess holds and they fit in ``guess_bytes``; else nothing is written
+(``sinks.guessed_rows``)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,20 @@ import pytest
 
 from replay.sinks import duckdb_files
 from replay.sinks.duckdb_sink import ARROW_BYTES
+from replay.sinks.guessed_rows import GUESS_BYTES
 from replay.sinks.protocol import GuessFailedError
 from replay.spark import F
 from tests.replay.sinks.batches import P0, SPEC, SinkFactory, row, snapshot
 
 pytestmark = pytest.mark.integration
 Factory = Callable[..., Any]
+KINDS = ["duckdb", "delta"]
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Each sink that takes a guess."""
+    return str(request.param)
 
 
 class ToldGuess:
@@ -43,9 +52,9 @@ class ToldGuess:
         return self.told
 
 
-def _one_row(make_sink: SinkFactory, rows: Factory) -> Any:
-    """A DuckDB sink whose table holds row 1 at offset 1."""
-    sink = make_sink("duckdb")
+def _one_row(make_sink: SinkFactory, rows: Factory, kind: str) -> Any:
+    """A sink whose table holds row 1 at offset 1."""
+    sink = make_sink(kind)
     sink.replace(SPEC, rows(row(1, "a")), {P0: 1})
     return sink
 
@@ -56,9 +65,9 @@ def _spread(spark: Any, rows: Factory, count: int) -> Any:
 
 
 def test_a_guess_that_holds_is_written_from_the_staged_batches(
-    spark: Any, make_sink: SinkFactory, rows: Factory
+    spark: Any, make_sink: SinkFactory, rows: Factory, kind: str
 ) -> None:
-    sink, guess = make_sink("duckdb"), ToldGuess(True)
+    sink, guess = make_sink(kind), ToldGuess(True)
     entry = sink.replace(SPEC, _spread(spark, rows, 40), {P0: 40}, guess=guess)
     assert entry is not None and entry.positions == {P0: 40}
     assert snapshot(sink) == sorted(row(k, f"n{k}") for k in range(40))
@@ -67,9 +76,9 @@ def test_a_guess_that_holds_is_written_from_the_staged_batches(
 
 
 def test_a_guess_that_fails_writes_nothing(
-    spark: Any, make_sink: SinkFactory, rows: Factory
+    spark: Any, make_sink: SinkFactory, rows: Factory, kind: str
 ) -> None:
-    sink = _one_row(make_sink, rows)
+    sink = _one_row(make_sink, rows, kind)
     guess = ToldGuess(False)
     with pytest.raises(GuessFailedError, match="found what the guess ruled out"):
         sink.replace(SPEC, _spread(spark, rows, 40), {P0: 40}, guess=guess)
@@ -100,20 +109,25 @@ def _slow_after_the_first(spark: Any, rows: Factory, seconds: float) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("guess", "error"),
+    ("told", "error"),
     [
-        (ToldGuess(True, factor=1 << 30), "would take over 1048576 bytes"),
-        (ToldGuess(True, fails_after=1), "found what the guess ruled out"),
+        (lambda: ToldGuess(True, factor=1 << 30), "would take over 1048576 bytes"),
+        (lambda: ToldGuess(True, fails_after=1), "found what the guess ruled out"),
     ],
     ids=["past-memory", "told-wrong"],
 )
 def test_a_hopeless_guess_stops_the_job_at_once_and_writes_nothing(
-    spark: Any, make_sink: SinkFactory, rows: Factory, guess: ToldGuess, error: str
+    spark: Any,
+    make_sink: SinkFactory,
+    rows: Factory,
+    told: Callable[[], ToldGuess],
+    error: str,
+    kind: str,
 ) -> None:
     """The first batch projects past ``guess_bytes``, or the guess already fails: the job is
     cancelled there (its slow tasks never finish), and over by the time ``replace`` fails;
     whether the guess holds is not even asked; the table is as it was."""
-    sink = _one_row(make_sink, rows)
+    sink, guess = _one_row(make_sink, rows, kind), told()
     sink.guess_bytes = 1 << 20
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup())
@@ -129,20 +143,17 @@ def test_a_hopeless_guess_stops_the_job_at_once_and_writes_nothing(
 
 
 def test_a_covered_replace_runs_no_job_and_asks_nothing(
-    spark: Any, make_sink: SinkFactory, rows: Factory
+    spark: Any, make_sink: SinkFactory, rows: Factory, kind: str
 ) -> None:
-    sink = _one_row(make_sink, rows)
+    sink = _one_row(make_sink, rows, kind)
     guess = ToldGuess(False)
     assert sink.replace(SPEC, _spread(spark, rows, 40), {P0: 1}, guess=guess) is None
     assert guess.staged == [] and guess.asked == 0
 
 
-def test_delta_takes_no_guess(spark: Any, make_sink: SinkFactory, rows: Factory) -> None:
-    sink = make_sink("delta")
-    assert sink.guess_bytes is None and make_sink("duckdb").guess_bytes == ARROW_BYTES
-    with pytest.raises(ValueError, match="cannot wait on a guess"):
-        sink.replace(SPEC, rows(row(1, "a")), {P0: 1}, guess=ToldGuess(True))
-    assert sink.positions(SPEC.name) == {}
+def test_each_sink_holds_its_own_bound(make_sink: SinkFactory) -> None:
+    assert make_sink("duckdb").guess_bytes == ARROW_BYTES
+    assert make_sink("delta").guess_bytes == GUESS_BYTES
 
 
 class ArrowRows:
@@ -182,8 +193,8 @@ def _typed(spark: Any) -> Any:
 
 
 def _stored(sink: Any) -> tuple[list[Any], list[Any]]:
-    """The table's columns (name, DuckDB type) and rows, as DuckDB holds them (timestamps in
-    microseconds)."""
+    """The DuckDB table's columns (name, DuckDB type) and rows, as DuckDB holds them
+    (timestamps in microseconds)."""
     types = duckdb_files.query(
         sink.path, "SELECT column_name, data_type FROM information_schema.columns"
         f" WHERE table_name = '{SPEC.name}' ORDER BY ordinal_position",
@@ -192,25 +203,36 @@ def _stored(sink: Any) -> tuple[list[Any], list[Any]]:
     return types, duckdb_files.query(sink.path, rows)[1]
 
 
-def test_handed_rows_are_written_as_the_frame_would_be(spark: Any, make_sink: SinkFactory) -> None:
+def test_handed_rows_are_written_as_the_frame_would_be(
+    spark: Any, make_sink: SinkFactory, kind: str
+) -> None:
     """Rows handed over as Arrow (``HandedRows``) make the table their frame makes: timestamps,
     dates, decimals, text, bytes, arrays, structs and nulls alike, ``__pos`` kept."""
     frame = _typed(spark)
-    by_frame, by_arrow = make_sink("duckdb"), make_sink("duckdb")
+    by_frame, by_arrow = make_sink(kind), make_sink(kind)
     handed = ArrowRows(frame)
     assert by_frame.replace(SPEC, frame, {P0: 9}, guess=ToldGuess(True)) is not None
     entry = by_arrow.replace(SPEC, handed, {P0: 9}, guess=ToldGuess(True))
     assert entry is not None and entry.positions == {P0: 9} and handed.collected == 1
-    assert _stored(by_arrow) == _stored(by_frame)
-    assert len(_stored(by_arrow)[1]) == 6 and snapshot(by_arrow) == snapshot(by_frame)
+    assert snapshot(by_arrow) == snapshot(by_frame) and len(snapshot(by_arrow)) == 6
+    assert by_arrow.read(SPEC.name).schema == by_frame.read(SPEC.name).schema
+    if kind == "duckdb":
+        assert _stored(by_arrow) == _stored(by_frame)
+    else:  # ``read`` drops ``__pos``: the table's files keep it
+        path: Any = by_arrow.root / SPEC.name  # type: ignore[attr-defined]
+        table = spark.read.format("delta").load(str(path)).select("id", "__pos")
+        assert sorted(map(tuple, table.collect())) == [(k, f"{k:08d}") for k in (1, 2, 3, 4, 5, 9)]
 
 
-def test_handed_rows_stopped_or_failed_write_nothing(spark: Any, make_sink: SinkFactory) -> None:
-    sink, frame = make_sink("duckdb"), _typed(spark)
+def test_handed_rows_stopped_or_failed_write_nothing(
+    spark: Any, make_sink: SinkFactory, kind: str
+) -> None:
+    sink, frame = make_sink(kind), _typed(spark)
+    bound = sink.guess_bytes
     sink.guess_bytes = 1  # the first half is past it: stopped there
     with pytest.raises(GuessFailedError, match="would take over 1 bytes"):
         sink.replace(SPEC, ArrowRows(frame), {P0: 9}, guess=ToldGuess(True))
-    sink.guess_bytes = ARROW_BYTES
+    sink.guess_bytes = bound
     with pytest.raises(GuessFailedError, match="found what the guess ruled out"):
         sink.replace(SPEC, ArrowRows(frame), {P0: 9}, guess=ToldGuess(False))
     with pytest.raises(TypeError, match="come with a guess"):
