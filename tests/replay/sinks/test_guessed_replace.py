@@ -98,7 +98,7 @@ def _slow_after_the_first(spark: Any, rows: Factory, seconds: float) -> Any:
             time.sleep(seconds)
         return partition
 
-    pause = F.udf(slow, "int")
+    pause = F.udf(lambda p: slow(p), "int")  # (no type hints: a plain UDF, not a pandas one)
     keys = spark.range(400_000, numPartitions=4).withColumn("p", F.spark_partition_id())
     frame = keys.where(pause("p") >= 0).select(
         F.col("id"), F.concat(F.lit("n"), F.col("id")).alias("name"),
