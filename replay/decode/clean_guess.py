@@ -23,6 +23,7 @@ from replay.decode.compacted_read import (
     decoded_survivors,
     decodes_in_tasks,
     is_over_budget,
+    marked_line,
     over_budget_line,
 )  # fmt: skip
 from replay.decode.compaction import Survey, is_live
@@ -139,7 +140,8 @@ def replaced_on_guess(
             _log.warning("%s; compacting by two Spark passes instead", over_budget_line(error))
             return Guessed(False, over_budget=True)
         if is_not_handed_over(error):
-            _log.info("%s; rebuilding %s the cached way", _handed_line(error), spec.name)
+            line = marked_line(error, NOT_HANDED_OVER)
+            _log.info("%s; rebuilding %s the cached way", line, spec.name)
         elif RESULTS_BOUND in str(error):
             _log.info("the rows passed %s; rebuilding %s the cached way", RESULTS_BOUND, spec.name)
         else:
@@ -147,8 +149,3 @@ def replaced_on_guess(
     finally:
         guess.drop()
     return Guessed(False)
-
-
-def _handed_line(error: BaseException) -> str:
-    """The line of a job's error that says which rows Arrow could not hold."""
-    return next(line.strip() for line in str(error).splitlines() if NOT_HANDED_OVER in line)

@@ -147,8 +147,14 @@ def persisted_decode(
 
 def over_budget_line(error: BaseException) -> str:
     """The line of ``error``'s text that says which task went over its budget."""
-    lines = [line.strip() for line in str(error).splitlines() if OVER_BUDGET in line]
-    return (lines or [OVER_BUDGET])[-1]
+    return marked_line(error, OVER_BUDGET)
+
+
+def marked_line(error: BaseException, marker: str) -> str:
+    """The last line of ``error``'s text (a failed job's) that holds ``marker`` (a task's own
+    error, among Spark's lines), else ``marker``."""
+    lines = [line.strip() for line in str(error).splitlines() if marker in line]
+    return (lines or [marker])[-1]
 
 
 def _two_passes(
