@@ -131,7 +131,7 @@ class DeltaSink:
             rows = rows.withColumn(POS, F.lit(None).cast("string"))
         if guess is not None:
             schema = T.StructType([rows.schema[c] for c in [*data, POS]])
-            most = self.guess_bytes or GUESS_BYTES
+            most = self.guess_bytes or 0  # (a guess comes only where ``guess_bytes``)
             table = guessed_arrow(rows, schema.fieldNames(), guess, most, self.url)
             rows = self.spark.createDataFrame(table, schema)
         elif not isinstance(rows, DataFrame):

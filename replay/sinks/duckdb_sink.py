@@ -60,12 +60,12 @@ ARROW_BYTES = 256 * 2**20
 """A table replaced with rows of at most this many bytes (as the caller estimates them) is
 handed over as Arrow too, however many rows: 1 M rows of the benchmark's table (84 MB) load
 ~1 s faster than through Parquet (``bench/README.md``)."""
-Staged = Callable[[Any], str]
-"""Given the write's DuckDB connection, the relation (FROM-clause text) of a staged frame."""
-_arrow_names = itertools.count()
 PRECHECK_REUSE_S = 5.0
 """A ledger entry this process read or wrote this recently serves a batch's pre-check (the
 write's transaction checks the ledger again, so a stale one costs a wasted staging, no more)."""
+Staged = Callable[[Any], str]
+"""Given the write's DuckDB connection, the relation (FROM-clause text) of a staged frame."""
+_arrow_names = itertools.count()
 
 
 class DuckDBSink:
